@@ -1,0 +1,52 @@
+"""layoutkit: describe and move strided tensor memory from Python, ``@njit`` and ``@cuda.jit``.
+
+Importing this package is cheap: it does not import Numba's CUDA target,
+``cuda.bindings``, CuPy or torch. Every public name below is loaded on first use.
+"""
+
+import importlib
+
+__all__ = [
+    "AxisError",
+    "Buffer",
+    "Device",
+    "DeviceMemoryResource",
+    "ManagedMemoryResource",
+    "PinnedMemoryResource",
+    "StridedLayout",
+    "StridedMemoryView",
+    "args_viewable_as_strided_memory",
+    "copy",
+    "cuda",
+]
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it (imported on first attribute access)
+_LAZY = {
+    "AxisError": "layoutkit._errors",
+    "StridedLayout": "layoutkit.layout",
+    "Buffer": "layoutkit.memory",
+    "Device": "layoutkit.memory",
+    "DeviceMemoryResource": "layoutkit.memory",
+    "ManagedMemoryResource": "layoutkit.memory",
+    "PinnedMemoryResource": "layoutkit.memory",
+    "StridedMemoryView": "layoutkit.memoryview",
+    "args_viewable_as_strided_memory": "layoutkit.memoryview",
+    "copy": "layoutkit.copy",
+}
+
+
+def __getattr__(name):
+    if name == "cuda":
+        return importlib.import_module("layoutkit.cuda")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'layoutkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
