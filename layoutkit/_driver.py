@@ -1,0 +1,564 @@
+"""The CUDA driver, reached through cuda-bindings.
+
+This is the only layoutkit module that imports ``cuda.bindings``, and it does so
+lazily, inside functions, so ``import layoutkit`` stays cheap and works on machines
+without CUDA. Every driver call goes through :func:`_call`, which
+
+* initialises the driver (``cuInit``) the first time a call reports
+  ``CUDA_ERROR_NOT_INITIALIZED``, then retries the call once;
+* turns a failing ``CUresult`` into :class:`CUDAError` naming the call and the error;
+* turns a missing ``libcuda`` (or a missing cuda-bindings) into :class:`NoDriverError`,
+  whose message starts with ``"no CUDA driver was found"``.
+
+Pointers, sizes and stream handles are plain Python ``int`` values on both sides.
+
+Examples
+--------
+Stream normalisation and the signed device ordinal need no driver:
+
+>>> from layoutkit import _driver
+>>> _driver.stream_handle(None), _driver.stream_handle(7)
+(0, 7)
+>>> _driver.signed_ordinal(4294967294)
+-2
+"""
+
+import contextlib
+import ctypes
+import numbers
+import operator
+import threading
+from typing import NamedTuple
+
+__all__ = [
+    "CUDAError",
+    "NoDriverError",
+    "PointerInfo",
+    "classify_pointer",
+    "current_device_id",
+    "device_context",
+    "device_count",
+    "device_name",
+    "driver_found",
+    "ensure_context",
+    "handle_int",
+    "init",
+    "mem_alloc",
+    "mem_alloc_async",
+    "mem_alloc_managed",
+    "mem_free",
+    "mem_free_async",
+    "mem_free_host",
+    "mem_host_alloc",
+    "mem_host_register",
+    "mem_host_unregister",
+    "memcpy",
+    "memcpy_async",
+    "pointer_info",
+    "primary_context",
+    "set_current_device",
+    "signed_ordinal",
+    "stream_handle",
+    "stream_synchronize",
+    "synchronize_device",
+]
+
+NO_DRIVER_MESSAGE = "no CUDA driver was found"
+
+# CUmemorytype values as the pointer-attribute query returns them (0: unregistered host memory)
+_MEMORYTYPE_UNREGISTERED = 0
+_MEMORYTYPE_HOST = 1
+_MEMORYTYPE_DEVICE = 2
+
+# cuMemHostAlloc / cuMemHostRegister flags: usable from every context, mapped into the device
+_HOST_FLAGS_PORTABLE_DEVICEMAP = 0x1 | 0x2
+_MEM_ATTACH_GLOBAL = 0x1
+
+_bindings_module = None
+_initialized = False
+_init_lock = threading.Lock()
+_primary_contexts = {}
+_primary_lock = threading.Lock()
+
+
+class CUDAError(RuntimeError):
+    """A CUDA driver call failed.
+
+    Parameters
+    ----------
+    message : str
+        The full message.
+    call : str, optional
+        The driver function that failed, e.g. ``"cuMemAllocAsync"``.
+    error_name : str, optional
+        The driver's name for the error, e.g. ``"CUDA_ERROR_OUT_OF_MEMORY"``.
+
+    Examples
+    --------
+    >>> err = CUDAError("cuMemAlloc failed", call="cuMemAlloc", error_name="CUDA_ERROR_OUT_OF_MEMORY")
+    >>> isinstance(err, RuntimeError), err.call, err.error_name
+    (True, 'cuMemAlloc', 'CUDA_ERROR_OUT_OF_MEMORY')
+    """
+
+    def __init__(self, message, call=None, error_name=None):
+        super().__init__(message)
+        self.call = call
+        self.error_name = error_name
+
+
+class NoDriverError(CUDAError):
+    """No CUDA driver was found: ``libcuda`` (or cuda-bindings) cannot be loaded.
+
+    Examples
+    --------
+    >>> issubclass(NoDriverError, CUDAError) and issubclass(NoDriverError, RuntimeError)
+    True
+    """
+
+
+class PointerInfo(NamedTuple):
+    """What the driver says about a pointer, in layoutkit's terms.
+
+    ``device_id`` is ``-1`` for host memory the driver does not know.
+    """
+
+    device_id: int
+    is_device_accessible: bool
+    is_host_accessible: bool
+    is_managed: bool
+
+
+def _bindings():
+    """Return ``cuda.bindings.driver``, imported on first use."""
+    global _bindings_module
+    if _bindings_module is None:
+        try:
+            from cuda.bindings import driver
+        except ImportError as exc:
+            raise NoDriverError(
+                f"{NO_DRIVER_MESSAGE}: cuda-bindings is not installed ({exc})"
+            ) from exc
+        _bindings_module = driver
+    return _bindings_module
+
+
+def _is_missing_library(exc):
+    """Whether ``exc`` is how cuda-bindings reports that ``libcuda`` cannot be loaded."""
+    if any(cls.__name__ == "DynamicLibNotFoundError" for cls in type(exc).__mro__):
+        return True
+    return isinstance(exc, OSError | RuntimeError) and "dlopen" in str(exc)
+
+
+def _invoke(name, args):
+    """Call driver function ``name``; a missing driver library becomes NoDriverError."""
+    function = getattr(_bindings(), name)
+    try:
+        return function(*args)
+    except Exception as exc:
+        if _is_missing_library(exc):
+            raise NoDriverError(f"{NO_DRIVER_MESSAGE} (calling {name}: {exc})", call=name) from exc
+        raise
+
+
+def _error_description(error):
+    """The driver's description of ``error``, or ``""`` when it has none."""
+    try:
+        status, text = _bindings().cuGetErrorString(error)
+    except Exception:  # the description is a courtesy; never mask the real error
+        return ""
+    if status != _bindings().CUresult.CUDA_SUCCESS or not text:
+        return ""
+    return text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+
+
+def _raise_for(name, error):
+    """Raise CUDAError for a failed ``CUresult`` returned by call ``name``."""
+    error_name = getattr(error, "name", None) or f"CUresult {int(error)}"
+    description = _error_description(error)
+    detail = f": {description}" if description else ""
+    raise CUDAError(f"{name} failed with {error_name}{detail}", call=name, error_name=error_name)
+
+
+def _call(name, *args):
+    """Call driver function ``name`` and return its results without the status.
+
+    Initialises the driver and retries once on ``CUDA_ERROR_NOT_INITIALIZED``.
+    Returns ``None``, the single result, or a tuple of results.
+    """
+    result = _invoke(name, args)
+    driver = _bindings()
+    if result[0] == driver.CUresult.CUDA_ERROR_NOT_INITIALIZED and name != "cuInit":
+        init()
+        result = _invoke(name, args)
+    if result[0] != driver.CUresult.CUDA_SUCCESS:
+        _raise_for(name, result[0])
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else tuple(result[1:])
+
+
+def init():
+    """Initialise the CUDA driver (``cuInit(0)``) once per process.
+
+    Raises
+    ------
+    NoDriverError
+        When ``libcuda`` cannot be loaded.
+    CUDAError
+        When ``cuInit`` fails (for instance ``CUDA_ERROR_NO_DEVICE``).
+    """
+    global _initialized
+    if _initialized:
+        return
+    with _init_lock:
+        if not _initialized:
+            _call("cuInit", 0)
+            _initialized = True
+
+
+def driver_found():
+    """Whether a CUDA driver library can be loaded and initialised here.
+
+    Returns
+    -------
+    bool
+        False when ``libcuda`` is missing or ``cuInit`` fails.
+    """
+    try:
+        init()
+    except CUDAError:
+        return False
+    return True
+
+
+def device_count():
+    """Number of CUDA devices visible to this process."""
+    return int(_call("cuDeviceGetCount"))
+
+
+def device_name(device_id):
+    """The driver's name for device ``device_id``, e.g. ``"NVIDIA H200"``."""
+    name = _call("cuDeviceGetName", 256, _call("cuDeviceGet", device_id))
+    if isinstance(name, bytes):
+        name = name.split(b"\0", 1)[0].decode(errors="replace")
+    return str(name)
+
+
+def primary_context(device_id):
+    """Retain the primary context of device ``device_id`` (once) and return it.
+
+    The context stays retained for the life of the process, as in cuda.core and
+    numba-cuda; it is shared with every other user of the device's primary context.
+    """
+    context = _primary_contexts.get(device_id)
+    if context is None:
+        with _primary_lock:
+            context = _primary_contexts.get(device_id)
+            if context is None:
+                device = _call("cuDeviceGet", device_id)
+                context = _call("cuDevicePrimaryCtxRetain", device)
+                _primary_contexts[device_id] = context
+    return context
+
+
+def set_current_device(device_id):
+    """Make the primary context of ``device_id`` current on the calling thread."""
+    _call("cuCtxSetCurrent", primary_context(device_id))
+
+
+def current_device_id():
+    """The device of the calling thread's current context, or ``None`` when none is current."""
+    context = _call("cuCtxGetCurrent")
+    if context is None or int(context) == 0:
+        return None
+    return int(_call("cuCtxGetDevice"))
+
+
+def ensure_context():
+    """Make sure a context is current, choosing device 0's primary context if none is.
+
+    Returns
+    -------
+    int
+        The id of the current device.
+    """
+    device_id = current_device_id()
+    if device_id is None:
+        set_current_device(0)
+        device_id = 0
+    return device_id
+
+
+@contextlib.contextmanager
+def device_context(device_id):
+    """Run a block with the primary context of ``device_id`` current.
+
+    The context is pushed only when a different one (or none) is current, and
+    popped afterwards, so the caller's current context is left as it was.
+    """
+    context = primary_context(device_id)
+    current = _call("cuCtxGetCurrent")
+    if current is not None and int(current) == int(context):
+        yield
+        return
+    _call("cuCtxPushCurrent", context)
+    try:
+        yield
+    finally:
+        _call("cuCtxPopCurrent")
+
+
+def synchronize_device(device_id):
+    """Wait until all work on device ``device_id`` (its primary context) has finished."""
+    with device_context(device_id):
+        _call("cuCtxSynchronize")
+
+
+def handle_int(value, name):
+    """Read a pointer or handle argument as a Python ``int``; no driver needed.
+
+    Accepts ``int`` and NumPy integers (``operator.index``), ``ctypes.c_void_p``
+    (``None`` value means 0) and cuda-bindings handle objects such as ``CUdeviceptr``
+    or ``CUstream`` (through ``int()``). Range checks are the caller's job.
+
+    Raises
+    ------
+    TypeError
+        For bools, floats, strings and other objects, naming ``name``.
+
+    Examples
+    --------
+    >>> import ctypes
+    >>> handle_int(ctypes.c_void_p(None), "ptr"), handle_int(ctypes.c_void_p(64), "ptr")
+    (0, 64)
+    >>> handle_int(1.5, "ptr")
+    Traceback (most recent call last):
+    ...
+    TypeError: ptr must be an integer, got 1.5 of type float
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not a bool ({value!r})")
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    if isinstance(value, ctypes.c_void_p):
+        return value.value or 0
+    if not isinstance(value, numbers.Number | str | bytes) and hasattr(type(value), "__int__"):
+        return int(value)
+    raise TypeError(f"{name} must be an integer, got {value!r} of type {type(value).__name__}")
+
+
+def _stream_value(value, stream):
+    """The handle ``value`` read from ``stream``, as a checked ``int``."""
+    try:
+        handle = handle_int(value, "stream")
+    except TypeError:
+        raise TypeError(
+            "stream must be None, an int handle, or an object with __cuda_stream__, "
+            f".cuda_stream, .ptr or .handle; got {stream!r} of type {type(stream).__name__}"
+        ) from None
+    if not 0 <= handle < 2**64:
+        raise ValueError(f"stream handle must be in [0, 2**64), got {handle} from {stream!r}")
+    return handle
+
+
+def stream_handle(stream):
+    """Normalise a stream argument to the driver's ``int`` handle.
+
+    Parameters
+    ----------
+    stream : None, int, or stream object
+        ``None`` means the legacy default stream (handle 0). An ``int`` (or NumPy
+        integer) is used as is. Objects are read, in this order, through
+        ``__cuda_stream__()`` (returns ``(version, handle)``), ``.cuda_stream``
+        (torch), ``.ptr`` (CuPy) or ``.handle`` (cuda.core, numba-cuda); each of
+        these may itself be an int, a ctypes pointer or a cuda-bindings ``CUstream``.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        For anything else (floats, bools, strings, unrelated objects).
+    ValueError
+        For a handle outside ``[0, 2**64)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> stream_handle(None), stream_handle(np.int64(5))
+    (0, 5)
+    >>> class CuPyLike:
+    ...     ptr = 1234
+    >>> stream_handle(CuPyLike())
+    1234
+    >>> class ProtocolStream:
+    ...     def __cuda_stream__(self):
+    ...         return (0, 99)
+    >>> stream_handle(ProtocolStream())
+    99
+    """
+    if stream is None:
+        return 0
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if protocol is not None:
+        info = protocol() if callable(protocol) else protocol
+        try:
+            _version, value = info
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"__cuda_stream__ must return (version, handle), got {info!r} from {stream!r}"
+            ) from None
+        return _stream_value(value, stream)
+    for attribute in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attribute, None)
+        if value is not None:
+            return _stream_value(value, stream)
+    return _stream_value(stream, stream)
+
+
+def stream_synchronize(stream=None):
+    """Wait until all work queued on ``stream`` (see :func:`stream_handle`) has finished."""
+    _call("cuStreamSynchronize", stream_handle(stream))
+
+
+def mem_alloc(size):
+    """Allocate ``size`` bytes of device memory in the current context (``cuMemAlloc``)."""
+    return int(_call("cuMemAlloc", size))
+
+
+def mem_free(ptr):
+    """Free device or managed memory from :func:`mem_alloc` / :func:`mem_alloc_managed`."""
+    _call("cuMemFree", ptr)
+
+
+def mem_alloc_async(size, stream=None):
+    """Allocate ``size`` bytes of device memory ordered on ``stream`` (``cuMemAllocAsync``).
+
+    The memory comes from the current pool of the stream's device; with the default
+    stream that is the device of the current context.
+    """
+    return int(_call("cuMemAllocAsync", size, stream_handle(stream)))
+
+
+def mem_free_async(ptr, stream=None):
+    """Free memory from :func:`mem_alloc_async`, ordered on ``stream`` (``cuMemFreeAsync``)."""
+    _call("cuMemFreeAsync", ptr, stream_handle(stream))
+
+
+def mem_alloc_managed(size):
+    """Allocate ``size`` bytes of managed (unified) memory, attached globally."""
+    return int(_call("cuMemAllocManaged", size, _MEM_ATTACH_GLOBAL))
+
+
+def mem_host_alloc(size):
+    """Allocate ``size`` bytes of pinned host memory, portable and device-mapped."""
+    return int(_call("cuMemHostAlloc", size, _HOST_FLAGS_PORTABLE_DEVICEMAP))
+
+
+def mem_free_host(ptr):
+    """Free pinned host memory from :func:`mem_host_alloc` (``cuMemFreeHost``)."""
+    _call("cuMemFreeHost", ptr)
+
+
+def mem_host_register(ptr, size):
+    """Page-lock and map existing host memory ``[ptr, ptr + size)`` (``cuMemHostRegister``)."""
+    _call("cuMemHostRegister", ptr, size, _HOST_FLAGS_PORTABLE_DEVICEMAP)
+
+
+def mem_host_unregister(ptr):
+    """Undo :func:`mem_host_register` for the range starting at ``ptr``."""
+    _call("cuMemHostUnregister", ptr)
+
+
+def memcpy(dst, src, size):
+    """Copy ``size`` bytes between any two pointers the driver can reach (``cuMemcpy``).
+
+    Synchronous with respect to the host; the direction is inferred from the
+    pointers (unified addressing).
+    """
+    _call("cuMemcpy", dst, src, size)
+
+
+def memcpy_async(dst, src, size, stream=None):
+    """Queue a copy of ``size`` bytes on ``stream`` (``cuMemcpyAsync``)."""
+    _call("cuMemcpyAsync", dst, src, size, stream_handle(stream))
+
+
+def signed_ordinal(value):
+    """Read a device ordinal returned as unsigned 32-bit as the signed value it means.
+
+    The driver reports "no device" as -2 (``CU_DEVICE_INVALID``), which the Python
+    bindings hand back as 4294967294.
+
+    Examples
+    --------
+    >>> signed_ordinal(0), signed_ordinal(3), signed_ordinal(4294967294), signed_ordinal(-1)
+    (0, 3, -2, -1)
+    """
+    value = int(value) & 0xFFFFFFFF
+    return value - 2**32 if value >= 2**31 else value
+
+
+def classify_pointer(memory_type, is_managed, ordinal):
+    """Turn raw pointer attributes into a :class:`PointerInfo`.
+
+    Parameters
+    ----------
+    memory_type : int
+        ``CU_POINTER_ATTRIBUTE_MEMORY_TYPE``: 0 for memory the driver does not know,
+        1 for host (pinned or registered), 2 for device memory.
+    is_managed : bool
+        ``CU_POINTER_ATTRIBUTE_IS_MANAGED``.
+    ordinal : int
+        ``CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL``, signed or unsigned.
+
+    Raises
+    ------
+    ValueError
+        For any other memory type (arrays are not addressable memory).
+
+    Examples
+    --------
+    >>> classify_pointer(0, False, 4294967294)
+    PointerInfo(device_id=-1, is_device_accessible=False, is_host_accessible=True, is_managed=False)
+    >>> classify_pointer(2, False, 1)
+    PointerInfo(device_id=1, is_device_accessible=True, is_host_accessible=False, is_managed=False)
+    >>> classify_pointer(2, True, 0)
+    PointerInfo(device_id=0, is_device_accessible=True, is_host_accessible=True, is_managed=True)
+    """
+    memory_type = int(memory_type)
+    is_managed = bool(is_managed)
+    if is_managed or memory_type == _MEMORYTYPE_HOST:
+        return PointerInfo(signed_ordinal(ordinal), True, True, is_managed)
+    if memory_type == _MEMORYTYPE_UNREGISTERED:
+        return PointerInfo(-1, False, True, False)
+    if memory_type == _MEMORYTYPE_DEVICE:
+        return PointerInfo(signed_ordinal(ordinal), True, False, False)
+    raise ValueError(f"unsupported memory type {memory_type} reported for the pointer")
+
+
+def pointer_info(ptr):
+    """Ask the driver where the memory at ``ptr`` lives (``cuPointerGetAttributes``).
+
+    Queries memory type, managed flag and device ordinal in one call; initialises
+    the driver and retries if it was not initialised yet.
+
+    Raises
+    ------
+    NoDriverError
+        When no CUDA driver is installed (the message says so).
+    CUDAError
+        When the query fails.
+    """
+    attribute = _bindings().CUpointer_attribute
+    attributes = [
+        attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        attribute.CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+    ]
+    memory_type, is_managed, ordinal = _call("cuPointerGetAttributes", 3, attributes, ptr)
+    return classify_pointer(memory_type, is_managed, ordinal)

@@ -1,0 +1,658 @@
+"""Memory: :class:`Buffer` (a pointer, a size and who keeps it alive) and memory resources.
+
+A :class:`Buffer` is made in one of three ownership modes, as in cuda.core:
+
+* ``Buffer.from_handle(ptr, size, owner=obj)`` keeps ``obj`` alive until ``close()``
+  (how NumPy, CuPy or torch memory is wrapped);
+* ``Buffer.from_handle(ptr, size, mr=resource)`` owns the memory: ``resource.deallocate``
+  runs exactly once, on ``close()`` or when the buffer is garbage collected;
+* neither: a non-owning reference to memory someone else keeps alive.
+
+Memory resources allocate buffers: :class:`DeviceMemoryResource` (stream-ordered device
+memory), :class:`PinnedMemoryResource` (page-locked host memory),
+:class:`ManagedMemoryResource` (unified memory) and :class:`HostMemoryResource` (ordinary
+host memory, no CUDA needed). :class:`Device` ties a device id to its memory resource.
+Only :mod:`layoutkit._driver` talks to the CUDA driver; nothing here imports it eagerly.
+
+Examples
+--------
+>>> import numpy as np
+>>> from layoutkit import Buffer
+>>> a = np.arange(4, dtype=np.float32)
+>>> with Buffer.from_handle(a.ctypes.data, a.nbytes, owner=a) as buf:
+...     buf.size, buf.owner is a
+(16, True)
+>>> buf.is_closed
+True
+"""
+
+import abc
+import operator
+import weakref
+
+import numpy as np
+
+from layoutkit import _driver
+from layoutkit._errors import AxisError
+
+__all__ = [
+    "Buffer",
+    "Device",
+    "DeviceMemoryResource",
+    "HostMemoryResource",
+    "ManagedMemoryResource",
+    "MemoryResource",
+    "PinnedMemoryResource",
+]
+
+_HOST_ALIGNMENT = 64
+
+
+def _uint64(name, value):
+    """``value`` as an ``int`` in ``[0, 2**64)``; TypeError/OverflowError naming ``name``."""
+    value = _driver.handle_int(value, name)
+    if not 0 <= value < 2**64:
+        raise OverflowError(f"{name} must be in [0, 2**64), got {value}")
+    return value
+
+
+def _device_id(device_id):
+    """Validate a device id against the devices the driver reports."""
+    if isinstance(device_id, bool):
+        raise TypeError(f"device_id must be an integer, not a bool ({device_id!r})")
+    try:
+        device_id = operator.index(device_id)
+    except TypeError:
+        raise TypeError(
+            f"device_id must be an integer, got {device_id!r} of type {type(device_id).__name__}"
+        ) from None
+    if device_id < 0:
+        raise AxisError(f"device_id must be >= 0, got {device_id}")
+    count = _driver.device_count()
+    if device_id >= count:
+        raise AxisError(f"device_id {device_id} is out of range: {count} CUDA device(s) found")
+    return device_id
+
+
+class Buffer:
+    """A range of memory: a pointer, a size, and what keeps the memory alive.
+
+    Do not call ``Buffer(...)``; use :meth:`from_handle` or a memory resource's
+    ``allocate(size)``.
+
+    Attributes are read-only. After :meth:`close` (or leaving a ``with`` block),
+    :attr:`is_closed` is True, :attr:`size` is 0, :attr:`owner` and
+    :attr:`memory_resource` are ``None``, and :attr:`ptr`, :attr:`handle`,
+    :attr:`device_id` and the accessibility flags raise ``RuntimeError``.
+
+    Where the memory lives (:attr:`device_id`, :attr:`is_device_accessible`,
+    :attr:`is_host_accessible`, :attr:`is_managed`) comes from the memory resource
+    when there is one, from what the creator knew (NumPy and other host memory), or
+    else from one query of the CUDA driver's pointer attributes, cached.
+
+    Buffers compare and hash by ``(ptr, size)``; a closed buffer equals only itself.
+    """
+
+    __slots__ = ("_ptr", "_size", "_owner", "_mr", "_finalizer", "_info", "_hash", "_closed",
+                 "__weakref__")
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(
+            "Buffer objects cannot be created directly; use "
+            "Buffer.from_handle(ptr, size, mr=None, owner=None) or a memory resource's "
+            "allocate(size)"
+        )
+
+    @classmethod
+    def from_handle(cls, ptr, size, mr=None, owner=None, *, stream=None):
+        """Wrap existing memory ``[ptr, ptr + size)`` in a Buffer.
+
+        Parameters
+        ----------
+        ptr : int
+            Address of the first byte: an ``int``, NumPy integer, ``ctypes.c_void_p``
+            or cuda-bindings pointer object, in ``[0, 2**64)``.
+        size : int
+            Size in bytes, in ``[0, 2**64)``. A null ``ptr`` needs ``size == 0``.
+        mr : MemoryResource, optional
+            The resource that owns the memory: ``mr.deallocate(ptr, size, stream)``
+            runs exactly once, on :meth:`close` or garbage collection.
+        owner : object, optional
+            Any object kept alive until :meth:`close` (or until the buffer is
+            collected). Exclusive with ``mr``.
+        stream : optional
+            Stream to deallocate on (anything :func:`layoutkit._driver.stream_handle`
+            accepts); only with ``mr``. ``close(stream)`` can override it.
+
+        Raises
+        ------
+        TypeError
+            ``ptr`` or ``size`` not an integer, or ``mr`` not a :class:`MemoryResource`.
+        OverflowError
+            ``ptr`` or ``size`` outside ``[0, 2**64)``.
+        ValueError
+            A null ``ptr`` with non-zero ``size``; both ``mr`` and ``owner``;
+            ``stream`` without ``mr``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> a = np.zeros(8, dtype=np.uint8)
+        >>> buf = Buffer.from_handle(a.ctypes.data, a.nbytes, owner=a)
+        >>> buf.ptr == a.ctypes.data, buf.size
+        (True, 8)
+        >>> Buffer.from_handle(0, 16)
+        Traceback (most recent call last):
+        ...
+        ValueError: ptr is 0 (null) but size is 16; a null pointer can only describe an empty buffer
+        """
+        ptr = _uint64("ptr", ptr)
+        size = _uint64("size", size)
+        if ptr == 0 and size != 0:
+            raise ValueError(
+                f"ptr is 0 (null) but size is {size}; a null pointer can only describe an "
+                "empty buffer"
+            )
+        if mr is not None and owner is not None:
+            raise ValueError(
+                "give either mr (the buffer owns the memory and frees it) or owner (an object "
+                "kept alive while the buffer is open), not both"
+            )
+        if mr is not None and not isinstance(mr, MemoryResource):
+            raise TypeError(
+                f"mr must be a layoutkit MemoryResource, got {mr!r} of type {type(mr).__name__}"
+            )
+        if stream is not None and mr is None:
+            raise ValueError("stream is the deallocation stream and needs mr; got mr=None")
+        return cls._new(ptr, size, owner, mr, stream, None)
+
+    @classmethod
+    def _from_known(cls, ptr, size, *, owner=None, mr=None, stream=None, device_id,
+                    is_device_accessible, is_host_accessible, is_managed=False):
+        """Trusted constructor for memory whose location is already known.
+
+        For callers that produced or checked the values themselves (NumPy arrays,
+        DLPack CPU tensors, memory resources): no validation and no driver call.
+        ``ptr`` and ``size`` must be ``int`` in ``[0, 2**64)`` with ``size == 0``
+        when ``ptr == 0``; ``owner`` and ``mr`` must not both be given.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> a = np.ones(3)
+        >>> buf = Buffer._from_known(a.ctypes.data, a.nbytes, owner=a, device_id=-1,
+        ...                          is_device_accessible=False, is_host_accessible=True)
+        >>> buf.device_id, buf.is_host_accessible, buf.is_device_accessible, buf.is_managed
+        (-1, True, False, False)
+        """
+        info = _driver.PointerInfo(device_id, bool(is_device_accessible),
+                                   bool(is_host_accessible), bool(is_managed))
+        return cls._new(ptr, size, owner, mr, stream, info)
+
+    @classmethod
+    def _new(cls, ptr, size, owner, mr, stream, info):
+        self = object.__new__(cls)
+        self._ptr = ptr
+        self._size = size
+        self._owner = owner
+        self._mr = mr
+        self._info = info
+        self._hash = hash((ptr, size))
+        self._closed = False
+        self._finalizer = None
+        if mr is not None:
+            finalizer = weakref.finalize(self, mr.deallocate, ptr, size, stream)
+            finalizer.atexit = False  # the process frees everything at exit; no driver calls then
+            self._finalizer = finalizer
+        return self
+
+    def close(self, stream=None):
+        """Release the memory: deallocate through the memory resource, or drop the owner.
+
+        Idempotent. ``stream`` overrides the deallocation stream recorded at creation.
+        If the resource's ``deallocate`` raises, the buffer is closed anyway and the
+        error propagates (the memory is not freed twice).
+        """
+        if self._closed:
+            return
+        finalizer = self._finalizer
+        self._closed = True
+        self._ptr = 0
+        self._size = 0
+        self._owner = None
+        self._mr = None
+        self._info = None
+        self._finalizer = None
+        if finalizer is None:
+            return
+        if stream is None:
+            finalizer()
+            return
+        pending = finalizer.detach()
+        if pending is not None:
+            _, deallocate, (ptr, size, _recorded_stream), _ = pending
+            deallocate(ptr, size, stream)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, traceback):
+        self.close()
+
+    def _closed_error(self, attribute):
+        return RuntimeError(f"buffer is closed: cannot read {attribute} of a closed Buffer")
+
+    @property
+    def ptr(self):
+        """Address of the first byte (``int``)."""
+        if self._closed:
+            raise self._closed_error("ptr")
+        return self._ptr
+
+    @property
+    def handle(self):
+        """Address of the first byte (``int``); the same as :attr:`ptr`."""
+        if self._closed:
+            raise self._closed_error("handle")
+        return self._ptr
+
+    @property
+    def size(self):
+        """Size in bytes (0 once closed)."""
+        return self._size
+
+    @property
+    def owner(self):
+        """The object kept alive for this buffer, or ``None``."""
+        return self._owner
+
+    @property
+    def memory_resource(self):
+        """The :class:`MemoryResource` that owns the memory, or ``None``."""
+        return self._mr
+
+    @property
+    def is_closed(self):
+        """Whether :meth:`close` has run."""
+        return self._closed
+
+    def _pointer_info(self, attribute):
+        info = self._info
+        if info is None:
+            if self._closed:
+                raise self._closed_error(attribute)
+            mr = self._mr
+            if mr is not None:
+                info = _driver.PointerInfo(mr.device_id, bool(mr.is_device_accessible),
+                                           bool(mr.is_host_accessible), bool(mr.is_managed))
+            else:
+                info = _driver.pointer_info(self._ptr)
+            self._info = info
+        return info
+
+    @property
+    def device_id(self):
+        """Device ordinal of the memory; -1 for host memory not tied to a device."""
+        return self._pointer_info("device_id").device_id
+
+    @property
+    def is_device_accessible(self):
+        """Whether kernels on a GPU can read and write the memory."""
+        return self._pointer_info("is_device_accessible").is_device_accessible
+
+    @property
+    def is_host_accessible(self):
+        """Whether the CPU can read and write the memory."""
+        return self._pointer_info("is_host_accessible").is_host_accessible
+
+    @property
+    def is_managed(self):
+        """Whether the memory is CUDA managed (unified) memory."""
+        return self._pointer_info("is_managed").is_managed
+
+    def __eq__(self, other):
+        if not isinstance(other, Buffer):
+            return NotImplemented
+        if self._closed or other._closed:
+            return self is other
+        return self._ptr == other._ptr and self._size == other._size
+
+    def __hash__(self):
+        return self._hash
+
+    def __copy__(self):
+        return self
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("cannot pickle or deep-copy a Buffer: it refers to process-local memory")
+
+    def __repr__(self):
+        if self._closed:
+            return "Buffer(closed)"
+        if self._mr is not None:
+            keeper = f", mr={self._mr!r}"
+        elif self._owner is not None:
+            keeper = f", owner={type(self._owner).__name__}"
+        else:
+            keeper = ""
+        return f"Buffer(ptr=0x{self._ptr:x}, size={self._size}{keeper})"
+
+
+class MemoryResource(abc.ABC):
+    """Something that allocates and frees memory, and says where that memory lives.
+
+    Subclasses implement :meth:`allocate`, :meth:`deallocate` and the
+    ``device_id`` / ``is_device_accessible`` / ``is_host_accessible`` properties;
+    ``is_managed`` defaults to False. Buffers from :meth:`allocate` hold the
+    resource and call ``deallocate(ptr, size, stream)`` exactly once.
+    """
+
+    @abc.abstractmethod
+    def allocate(self, size, stream=None):
+        """Allocate ``size`` bytes and return them as a :class:`Buffer` owning them."""
+
+    @abc.abstractmethod
+    def deallocate(self, ptr, size, stream=None):
+        """Free memory from :meth:`allocate` (called by the Buffer; do not call twice)."""
+
+    @property
+    @abc.abstractmethod
+    def device_id(self):
+        """Device ordinal of the memory; -1 for host memory."""
+
+    @property
+    @abc.abstractmethod
+    def is_device_accessible(self):
+        """Whether GPU kernels can access the memory."""
+
+    @property
+    @abc.abstractmethod
+    def is_host_accessible(self):
+        """Whether the CPU can access the memory."""
+
+    @property
+    def is_managed(self):
+        """Whether the memory is CUDA managed memory (False unless a subclass says so)."""
+        return False
+
+    def _buffer(self, ptr, size, stream=None):
+        """A Buffer owning ``[ptr, ptr + size)`` on behalf of this resource."""
+        return Buffer._from_known(
+            ptr, size, mr=self, stream=stream, device_id=self.device_id,
+            is_device_accessible=self.is_device_accessible,
+            is_host_accessible=self.is_host_accessible, is_managed=self.is_managed,
+        )
+
+
+class HostMemoryResource(MemoryResource):
+    """Ordinary host memory from NumPy, 64-byte aligned; needs no CUDA driver.
+
+    Examples
+    --------
+    >>> import ctypes
+    >>> import numpy as np
+    >>> mr = HostMemoryResource()
+    >>> buf = mr.allocate(100)
+    >>> buf.ptr % 64, buf.size, buf.device_id, buf.is_host_accessible
+    (0, 100, -1, True)
+    >>> data = np.ctypeslib.as_array((ctypes.c_uint8 * buf.size).from_address(buf.ptr))
+    >>> data[:] = 7
+    >>> int(data.sum())
+    700
+    >>> del data
+    >>> buf.close()
+    """
+
+    def __init__(self):
+        self._storage = {}  # aligned address -> the NumPy array that holds the bytes
+
+    def allocate(self, size, stream=None):
+        """Allocate ``size`` bytes (uninitialised); ``stream`` is ignored."""
+        size = _uint64("size", size)
+        try:
+            storage = np.empty(size + _HOST_ALIGNMENT, dtype=np.uint8)
+        except (MemoryError, ValueError) as exc:
+            raise MemoryError(f"cannot allocate {size} bytes of host memory: {exc}") from exc
+        base = storage.ctypes.data
+        ptr = (base + _HOST_ALIGNMENT - 1) // _HOST_ALIGNMENT * _HOST_ALIGNMENT
+        self._storage[ptr] = storage
+        return self._buffer(ptr, size)
+
+    def deallocate(self, ptr, size, stream=None):
+        """Release memory from :meth:`allocate`; ``size`` and ``stream`` are not needed."""
+        if self._storage.pop(ptr, None) is None:
+            raise ValueError(
+                f"ptr 0x{ptr:x} was not allocated by this HostMemoryResource or is already freed"
+            )
+
+    @property
+    def device_id(self):
+        return -1
+
+    @property
+    def is_device_accessible(self):
+        return False
+
+    @property
+    def is_host_accessible(self):
+        return True
+
+    def __repr__(self):
+        return "HostMemoryResource()"
+
+
+class DeviceMemoryResource(MemoryResource):
+    """Device memory on ``device_id``, allocated and freed in stream order.
+
+    ``allocate(size, stream)`` uses ``cuMemAllocAsync`` on ``stream`` (default: the
+    legacy default stream) from the device's current memory pool; the buffer frees it
+    with ``cuMemFreeAsync`` on the same stream (or the one given to ``close``). The
+    device's primary context is made current around each call when needed.
+
+    Examples
+    --------
+    >>> DeviceMemoryResource(-1)
+    Traceback (most recent call last):
+    ...
+    layoutkit._errors.AxisError: device_id must be >= 0, got -1
+    """
+
+    def __init__(self, device_id=0):
+        self._device_id = _device_id(device_id)
+
+    def allocate(self, size, stream=None):
+        """Allocate ``size`` bytes of device memory ordered on ``stream``."""
+        size = _uint64("size", size)
+        _driver.stream_handle(stream)  # reject a bad stream before allocating
+        if size == 0:
+            return self._buffer(0, 0, stream)
+        with _driver.device_context(self._device_id):
+            ptr = _driver.mem_alloc_async(size, stream)
+        return self._buffer(ptr, size, stream)
+
+    def deallocate(self, ptr, size, stream=None):
+        """Free device memory from :meth:`allocate` in stream order."""
+        if ptr == 0:
+            return
+        with _driver.device_context(self._device_id):
+            _driver.mem_free_async(ptr, stream)
+
+    @property
+    def device_id(self):
+        return self._device_id
+
+    @property
+    def is_device_accessible(self):
+        return True
+
+    @property
+    def is_host_accessible(self):
+        return False
+
+    def __repr__(self):
+        return f"DeviceMemoryResource({self._device_id})"
+
+
+class PinnedMemoryResource(MemoryResource):
+    """Page-locked host memory (``cuMemHostAlloc``), mapped for every device.
+
+    Accessible from the host and from GPU kernels; ``device_id`` is -1 because the
+    memory belongs to no single device. Needs a CUDA driver; a context is made
+    current (device 0's primary context) if none is.
+    """
+
+    def allocate(self, size, stream=None):
+        """Allocate ``size`` bytes of pinned host memory; ``stream`` is ignored."""
+        size = _uint64("size", size)
+        if size == 0:
+            return self._buffer(0, 0)
+        _driver.ensure_context()
+        return self._buffer(_driver.mem_host_alloc(size), size)
+
+    def deallocate(self, ptr, size, stream=None):
+        """Free pinned memory from :meth:`allocate` (``cuMemFreeHost``)."""
+        if ptr != 0:
+            _driver.mem_free_host(ptr)
+
+    @property
+    def device_id(self):
+        return -1
+
+    @property
+    def is_device_accessible(self):
+        return True
+
+    @property
+    def is_host_accessible(self):
+        return True
+
+    def __repr__(self):
+        return "PinnedMemoryResource()"
+
+
+class ManagedMemoryResource(MemoryResource):
+    """Managed (unified) memory (``cuMemAllocManaged``), associated with ``device_id``.
+
+    Accessible from the host and from GPU kernels; the driver migrates pages.
+
+    Examples
+    --------
+    >>> ManagedMemoryResource("0")
+    Traceback (most recent call last):
+    ...
+    TypeError: device_id must be an integer, got '0' of type str
+    """
+
+    def __init__(self, device_id=0):
+        self._device_id = _device_id(device_id)
+
+    def allocate(self, size, stream=None):
+        """Allocate ``size`` bytes of managed memory; ``stream`` is ignored."""
+        size = _uint64("size", size)
+        if size == 0:
+            return self._buffer(0, 0)
+        with _driver.device_context(self._device_id):
+            ptr = _driver.mem_alloc_managed(size)
+        return self._buffer(ptr, size)
+
+    def deallocate(self, ptr, size, stream=None):
+        """Free managed memory from :meth:`allocate` (``cuMemFree``)."""
+        if ptr == 0:
+            return
+        with _driver.device_context(self._device_id):
+            _driver.mem_free(ptr)
+
+    @property
+    def device_id(self):
+        return self._device_id
+
+    @property
+    def is_device_accessible(self):
+        return True
+
+    @property
+    def is_host_accessible(self):
+        return True
+
+    @property
+    def is_managed(self):
+        return True
+
+    def __repr__(self):
+        return f"ManagedMemoryResource({self._device_id})"
+
+
+class Device:
+    """A CUDA device: its id, its primary context and its default memory resource.
+
+    ``Device(n)`` returns the same object for the same ``n``. The id is checked
+    against the devices the driver reports.
+
+    Parameters
+    ----------
+    device_id : int, default 0
+
+    Raises
+    ------
+    TypeError
+        ``device_id`` not an integer.
+    AxisError
+        ``device_id`` negative or not below the number of devices.
+    NoDriverError
+        No CUDA driver on this machine (a ``RuntimeError``).
+
+    Examples
+    --------
+    >>> Device(-1)
+    Traceback (most recent call last):
+    ...
+    layoutkit._errors.AxisError: device_id must be >= 0, got -1
+    """
+
+    __slots__ = ("_device_id", "_memory_resource")
+    _instances = {}
+
+    def __new__(cls, device_id=0):
+        existing = cls._instances.get(device_id) if type(device_id) is int else None
+        if existing is not None:
+            return existing
+        device_id = _device_id(device_id)
+        device = object.__new__(cls)
+        device._device_id = device_id
+        device._memory_resource = None
+        return cls._instances.setdefault(device_id, device)
+
+    @property
+    def device_id(self):
+        """The device ordinal."""
+        return self._device_id
+
+    @property
+    def name(self):
+        """The driver's name for the device, e.g. ``"NVIDIA H200"``."""
+        return _driver.device_name(self._device_id)
+
+    @property
+    def memory_resource(self):
+        """This device's :class:`DeviceMemoryResource` (one per device)."""
+        if self._memory_resource is None:
+            self._memory_resource = DeviceMemoryResource(self._device_id)
+        return self._memory_resource
+
+    def set_current(self):
+        """Make this device's primary context current on the calling thread."""
+        _driver.set_current_device(self._device_id)
+
+    def allocate(self, size, stream=None):
+        """Allocate ``size`` bytes of device memory (see :class:`DeviceMemoryResource`)."""
+        return self.memory_resource.allocate(size, stream)
+
+    def sync(self):
+        """Wait until all work on this device has finished."""
+        _driver.synchronize_device(self._device_id)
+
+    def __repr__(self):
+        try:
+            return f"<Device {self._device_id} ({self.name})>"
+        except _driver.CUDAError:
+            return f"<Device {self._device_id}>"
