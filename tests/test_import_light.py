@@ -1,0 +1,47 @@
+"""`import layoutkit` stays light: no CUDA target, driver bindings, CuPy or torch
+(the array-api-compat `test_no_dependencies` pattern: a fresh interpreter per check)."""
+
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("numba.cuda", "cuda.bindings", "cuda.core", "cupy", "torch", "jax")
+
+
+def imported_heavy_modules(code):
+    """Run ``code`` in a fresh interpreter and return the heavy modules it imported."""
+    probe = f"{code}\nimport sys\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_import_layoutkit_is_light():
+    assert imported_heavy_modules("import layoutkit") == []
+
+
+def test_import_does_not_import_numba_at_all():
+    probe = "import layoutkit, sys; print('numba' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import layoutkit\nlayout = layoutkit.StridedLayout.dense((4, 6), 8)[::2, ::-1]\n"
+        "assert layout.is_unique and layout.flattened().ndim >= 1",
+        "import layoutkit\nlayout = layoutkit.StridedLayout((3, 4), None, 4)\n"
+        "layoutkit.StridedLayout._repr_html_(layout)",
+        "import numpy as np, layoutkit\n"
+        "view = layoutkit.StridedMemoryView.from_array_interface(np.arange(6.0))\n"
+        "assert view.layout.shape == (6,)",
+    ],
+    ids=["layout-transforms", "layout-picture", "host-view"],
+)
+def test_host_only_work_stays_light(code):
+    assert imported_heavy_modules(code) == []
