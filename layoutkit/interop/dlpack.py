@@ -1,0 +1,360 @@
+"""DLPack import and export through ctypes: capsules, managed tensors, deleters, stream rules.
+
+Import (:func:`import_dlpack`, :func:`consume_capsule`) asks the producer for a versioned
+capsule (DLPack 1.x) and falls back to the legacy one; it renames the capsule to
+``used_dltensor(_versioned)`` and returns an :class:`ImportedTensor` that owns the managed
+tensor and calls its deleter exactly once, when released or collected.
+
+Export (:func:`export_capsule`) builds a managed tensor in one ctypes buffer kept in a
+registry together with a reference to the exporting object; the deleter (called by the
+consumer) and the capsule destructor (for a capsule nobody consumed) both drop that entry,
+whichever comes first, so the exporter stays alive exactly as long as a consumer needs it.
+The two callbacks run only dictionary operations and pointer reads, no Python C-API calls
+that could trip over an exception already being raised by their caller.
+
+Examples
+--------
+>>> import numpy as np
+>>> from layoutkit.interop.dlpack import consume_capsule
+>>> array = np.arange(6, dtype=np.int16).reshape(2, 3)
+>>> with consume_capsule(array.__dlpack__(max_version=(1, 0))) as tensor:
+...     tensor.shape, tensor.strides, tensor.dtype_triple, tensor.device
+((2, 3), (3, 1), (0, 16, 1), (1, 0))
+"""
+
+import ctypes
+import operator
+import struct
+
+__all__ = [
+    "DLPACK_VERSION",
+    "ImportedTensor",
+    "consume_capsule",
+    "export_capsule",
+    "import_dlpack",
+    "producer_stream",
+]
+
+DLPACK_VERSION = (1, 3)  # the newest DLPack ABI whose fields this module reads and writes
+
+kDLCPU = 1
+kDLCUDA = 2
+kDLCUDAHost = 3
+kDLCUDAManaged = 13
+DEVICE_TYPE_NAMES = {
+    1: "CPU", 2: "CUDA", 3: "CUDAHost", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI",
+    10: "ROCM", 11: "ROCMHost", 12: "ExtDev", 13: "CUDAManaged", 14: "OneAPI", 15: "WebGPU",
+    16: "Hexagon", 17: "MAIA", 18: "Trn",
+}  # fmt: skip
+
+FLAG_READ_ONLY = 1 << 0
+FLAG_IS_COPIED = 1 << 1
+FLAG_IS_SUBBYTE_TYPE_PADDED = 1 << 2
+
+# Native-aligned struct layouts (dlpack.h); checked against ctypes.sizeof in the tests.
+# DLTensor: data, device(type, id), ndim, dtype(code, bits, lanes), shape, strides, byte_offset
+_TENSOR_FORMAT = "PiiiBBHPPQ"
+# DLManagedTensorVersioned: version(major, minor), manager_ctx, deleter, flags, dl_tensor
+VERSIONED = struct.Struct("@IIPPQ" + _TENSOR_FORMAT)
+# DLManagedTensor (legacy): dl_tensor, manager_ctx, deleter
+LEGACY = struct.Struct("@" + _TENSOR_FORMAT + "PP")
+
+_NAME_VERSIONED = ctypes.create_string_buffer(b"dltensor_versioned")
+_NAME_LEGACY = ctypes.create_string_buffer(b"dltensor")
+_NAME_USED_VERSIONED = ctypes.create_string_buffer(b"used_dltensor_versioned")
+_NAME_USED_LEGACY = ctypes.create_string_buffer(b"used_dltensor")
+_ADDR_NAME_VERSIONED = ctypes.addressof(_NAME_VERSIONED)
+_ADDR_NAME_LEGACY = ctypes.addressof(_NAME_LEGACY)
+
+
+def _capsule_api():
+    """Bind the PyCapsule functions: with error checks, and without for the callbacks."""
+    api = ctypes.pythonapi
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_void_p]
+    api.PyCapsule_SetName.restype = ctypes.c_int
+    api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_void_p]
+    api.PyCapsule_New.restype = ctypes.py_object
+    api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    # The capsule destructor receives a dying capsule (refcount 0) and may run while an
+    # exception is set; these bindings neither touch refcounts nor check for errors. For a
+    # capsule of ours with its own name, the two calls only read fields.
+    raw = ctypes.CDLL(None, handle=api._handle)
+    is_valid = raw.PyCapsule_IsValid
+    is_valid.restype = ctypes.c_int
+    is_valid.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    get_pointer = raw.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    return api, is_valid, get_pointer
+
+
+_api, _raw_is_valid, _raw_get_pointer = _capsule_api()
+_DELETER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+# ----------------------------------------------------------------------------------- import
+def _int_stream(stream_ptr):
+    """Read a stream argument: None, an int-like handle, or an object with ``__cuda_stream__``."""
+    if stream_ptr is None:
+        return None
+    protocol = getattr(stream_ptr, "__cuda_stream__", None)
+    if protocol is not None:
+        return int(protocol()[1])
+    if isinstance(stream_ptr, bool):
+        raise TypeError(f"stream_ptr={stream_ptr!r} must be a stream handle (int), -1 or None")
+    try:
+        return operator.index(stream_ptr)
+    except TypeError:
+        raise TypeError(
+            f"stream_ptr={stream_ptr!r} must be a stream handle (int), -1 or None"
+        ) from None
+
+
+def producer_stream(device_type, stream_ptr):
+    """Return the ``stream=`` value to pass to ``__dlpack__`` for a producer on ``device_type``.
+
+    CPU producers: ``None`` is ambiguous (``BufferError``), ``-1`` and ``0`` mean no stream.
+    CUDA producers: ``None`` is refused (``BufferError``); other values pass through
+    (``-1`` asks the producer not to synchronise). Pinned and managed producers get the
+    value as given. Other device types are not supported (``BufferError``).
+
+    Examples
+    --------
+    >>> producer_stream(1, -1) is None, producer_stream(2, 7), producer_stream(3, None)
+    (True, 7, None)
+    """
+    stream = _int_stream(stream_ptr)
+    if device_type == kDLCPU:
+        if stream is None:
+            raise BufferError(
+                "stream_ptr=None is ambiguous for a CPU tensor: pass -1 for no synchronization"
+            )
+        return None if stream in (-1, 0) else stream
+    if device_type == kDLCUDA:
+        if stream is None:
+            raise BufferError(
+                "stream_ptr=None is ambiguous for a CUDA tensor: pass the consumer stream's "
+                "handle, or -1 for no synchronization"
+            )
+        return stream
+    if device_type in (kDLCUDAHost, kDLCUDAManaged):
+        return stream
+    name = DEVICE_TYPE_NAMES.get(device_type, "unknown")
+    raise BufferError(f"DLPack device type {device_type} ({name}) is not supported")
+
+
+def import_dlpack(obj, stream_ptr):
+    """Ask ``obj`` for a DLPack capsule (versioned if it can) and consume it.
+
+    Returns
+    -------
+    ImportedTensor
+        Owner of the managed tensor.
+    """
+    device_type, _ = obj.__dlpack_device__()
+    stream = producer_stream(device_type, stream_ptr)
+    try:
+        capsule = obj.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
+    except TypeError:  # a producer from before DLPack 1.0 knows no max_version
+        capsule = obj.__dlpack__(stream=stream)
+    return consume_capsule(capsule)
+
+
+class ImportedTensor:
+    """A consumed DLPack managed tensor; calls the producer's deleter exactly once.
+
+    The fields are read when the capsule is consumed; ``shape`` and ``strides`` are read
+    from the producer's arrays on first use (the tensor stays alive until release).
+    ``strides`` is ``None`` where a legacy producer gave NULL (C order).
+    """
+
+    __slots__ = (
+        "_address", "_deleter", "data", "byte_offset", "device", "ndim", "dtype_triple",
+        "flags", "versioned", "_shape_ptr", "_strides_ptr", "__weakref__",
+    )  # fmt: skip
+
+    @property
+    def readonly(self):
+        """Whether the producer marked the tensor read-only (versioned capsules only)."""
+        return bool(self.flags & FLAG_READ_ONLY)
+
+    @property
+    def padded(self):
+        """Whether sub-byte elements take one byte each (``IS_SUBBYTE_TYPE_PADDED``)."""
+        return bool(self.flags & FLAG_IS_SUBBYTE_TYPE_PADDED)
+
+    @property
+    def ptr(self):
+        """Address of the first element: ``data + byte_offset`` (DECISIONS 13)."""
+        return (self.data or 0) + self.byte_offset
+
+    @property
+    def shape(self):
+        """The tensor's extents, a tuple of ints."""
+        return _read_int64s(self._shape_ptr, self.ndim)
+
+    @property
+    def strides(self):
+        """The tensor's strides in elements, or ``None`` for a legacy NULL (C order)."""
+        if not self._strides_ptr:
+            return None if self.ndim else ()
+        return _read_int64s(self._strides_ptr, self.ndim)
+
+    def release(self):
+        """Call the producer's deleter now (once; later calls do nothing)."""
+        deleter, self._deleter = self._deleter, 0
+        if deleter:
+            _call_deleter(deleter, self._address)
+
+    __del__ = release
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.release()
+
+
+_deleter_functions = {}
+
+
+def _call_deleter(deleter, address):
+    """Call a producer's C deleter; the GIL is released during the call, as DLPack allows."""
+    function = _deleter_functions.get(deleter)
+    if function is None:
+        function = _deleter_functions[deleter] = _DELETER_TYPE(deleter)
+    function(address)
+
+
+def _read_int64s(address, count):
+    if count == 0:
+        return ()
+    return tuple((ctypes.c_int64 * count).from_address(address))
+
+
+def consume_capsule(capsule):
+    """Take ownership of the managed tensor in a DLPack capsule.
+
+    Raises
+    ------
+    BufferError
+        When the capsule was already consumed, is not a DLPack capsule, or carries a DLPack
+        major version other than 1 (its deleter is still called).
+    """
+    try:
+        name = _api.PyCapsule_GetName(capsule)
+    except ValueError:
+        raise BufferError(f"{type(capsule).__name__} object is not a DLPack capsule") from None
+    if name == b"dltensor_versioned":
+        address = _api.PyCapsule_GetPointer(capsule, _ADDR_NAME_VERSIONED)
+        fields = VERSIONED.unpack(ctypes.string_at(address, VERSIONED.size))
+        major, _, _, deleter, flags = fields[:5]
+        tensor_fields = fields[5:]
+        used_name = _NAME_USED_VERSIONED
+    elif name == b"dltensor":
+        address = _api.PyCapsule_GetPointer(capsule, _ADDR_NAME_LEGACY)
+        fields = LEGACY.unpack(ctypes.string_at(address, LEGACY.size))
+        major, deleter, flags = 1, fields[-1], 0
+        tensor_fields = fields[:-2]
+        used_name = _NAME_USED_LEGACY
+    elif name is not None and name.startswith(b"used_dltensor"):
+        raise BufferError("the DLPack capsule was already consumed")
+    else:
+        raise BufferError(f"capsule named {name!r} is not a DLPack tensor capsule")
+    _api.PyCapsule_SetName(capsule, ctypes.addressof(used_name))
+    tensor = ImportedTensor()
+    tensor._address = address
+    tensor._deleter = deleter or 0
+    tensor.versioned = used_name is _NAME_USED_VERSIONED
+    (
+        tensor.data, device_type, device_id, tensor.ndim, code, bits, lanes,
+        tensor._shape_ptr, tensor._strides_ptr, tensor.byte_offset,
+    ) = tensor_fields  # fmt: skip
+    tensor.device = (device_type, device_id)
+    tensor.dtype_triple = (code, bits, lanes)
+    tensor.flags = flags
+    if major != 1:
+        tensor.release()
+        raise BufferError(f"DLPack major version {major} is not supported (only 1.x)")
+    return tensor
+
+
+# ----------------------------------------------------------------------------------- export
+# address of a managed tensor we exported -> (its ctypes buffer, the exporting object)
+_exported = {}
+
+
+def _release_export(address):
+    """The DLPack deleter of our managed tensors: drop the buffer and the exporter reference."""
+    _exported.pop(address, None)
+
+
+def _destroy_capsule(capsule):
+    """Capsule destructor: a capsule nobody consumed still owns its managed tensor."""
+    if _raw_is_valid(capsule, _ADDR_NAME_VERSIONED):
+        _release_export(_raw_get_pointer(capsule, _ADDR_NAME_VERSIONED))
+    elif _raw_is_valid(capsule, _ADDR_NAME_LEGACY):
+        _release_export(_raw_get_pointer(capsule, _ADDR_NAME_LEGACY))
+
+
+_DELETER = _DELETER_TYPE(_release_export)
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_destroy_capsule)
+_DELETER_ADDRESS = ctypes.cast(_DELETER, ctypes.c_void_p).value
+_CAPSULE_DESTRUCTOR_ADDRESS = ctypes.cast(_CAPSULE_DESTRUCTOR, ctypes.c_void_p).value
+
+
+def export_count():
+    """Number of exported managed tensors still alive (not yet deleted by a consumer)."""
+    return len(_exported)
+
+
+def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, versioned):
+    """Build a DLPack capsule describing memory that ``exporter`` keeps alive.
+
+    Parameters
+    ----------
+    exporter : object
+        Kept alive until the consumer calls the deleter (or the capsule dies unconsumed).
+    ptr : int
+        Address of the element at index ``(0, ..., 0)``; exported as ``data`` with
+        ``byte_offset`` 0 (NULL when the tensor has no elements).
+    shape, strides : tuple of int
+        Extents and strides in elements (strides always explicit).
+    dtype_triple : tuple
+        ``(code, bits, lanes)``.
+    device : tuple
+        ``(device_type, device_id)``.
+    flags : int
+        DLPack flag bits (versioned capsules only).
+    versioned : bool
+        Build a ``dltensor_versioned`` capsule (DLPack 1.x) rather than a legacy one.
+    """
+    ndim = len(shape)
+    header = VERSIONED.size if versioned else LEGACY.size
+    buffer = ctypes.create_string_buffer(header + 16 * ndim)
+    address = ctypes.addressof(buffer)
+    shape_address = address + header
+    strides_address = shape_address + 8 * ndim
+    if ndim:
+        struct.pack_into(f"@{2 * ndim}q", buffer, header, *shape, *strides)
+    else:
+        shape_address = strides_address = 0
+    tensor = (
+        ptr, device[0], device[1], ndim, *dtype_triple,
+        shape_address, strides_address, 0,
+    )  # fmt: skip
+    if versioned:
+        VERSIONED.pack_into(buffer, 0, *DLPACK_VERSION, 0, _DELETER_ADDRESS, flags, *tensor)
+        name = _ADDR_NAME_VERSIONED
+    else:
+        LEGACY.pack_into(buffer, 0, *tensor, 0, _DELETER_ADDRESS)
+        name = _ADDR_NAME_LEGACY
+    _exported[address] = (buffer, exporter)
+    try:
+        return _api.PyCapsule_New(address, name, _CAPSULE_DESTRUCTOR_ADDRESS)
+    except BaseException:
+        del _exported[address]
+        raise
