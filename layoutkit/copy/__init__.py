@@ -1,0 +1,1 @@
+"""Strided copies between any two views: planner, CPU kernels and GPU kernels."""

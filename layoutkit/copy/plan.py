@@ -1,0 +1,311 @@
+"""Copy planning: pure integer arithmetic on two layouts, no Numba and no driver.
+
+A plan describes how to move every element of a source view into a destination view of
+the same shape. It is built in four steps:
+
+1. drop extent-1 axes, turn strides into bytes and flip every axis whose destination
+   stride is negative (moving both base addresses to that axis' last element);
+2. sort the axes by the destination's strides, largest first, and append the element's
+   bytes as an innermost axis of stride 1 on both sides;
+3. merge neighbouring axes that are contiguous on both sides;
+4. widen the unit of transfer to the largest power of two (at most 16 bytes) that divides
+   the innermost run of bytes, every other stride and both base addresses.
+
+The result is a :class:`CopyPlan`: coalesced extents (destination order, fastest axis
+last), byte strides and byte offsets of both sides, the unit size, and the method that
+executes it. Byte address of coalesced index ``idx`` on a side is
+``ptr + offset + sum(idx[k] * strides[k])``, where ``ptr`` is the address of the view's
+element ``(0, ..., 0)``.
+"""
+
+from dataclasses import dataclass
+
+__all__ = ["CopyPlan", "plan_copy", "byte_extent"]
+
+#: Largest unit of transfer in bytes (a 16-byte vector load / store).
+MAX_UNIT = 16
+
+NONE = "none"  #: nothing to copy: zero volume
+MEMCPY = "memcpy"  #: one contiguous run of ``nbytes`` bytes on both sides
+COPY2D = "copy2d"  #: rows of contiguous bytes at a fixed pitch on both sides (driver 2-d copy)
+ELEMENTWISE = "elementwise"  #: one unit per index, fastest destination axis innermost
+TRANSPOSE = "transpose"  #: tiles through fast memory: the two sides' fastest axes differ
+STAGE_DEVICE = "stage_device"  #: host side contiguous: move it whole, rearrange on the device
+STAGE_HOST = "stage_host"  #: host side strided: pack/unpack it on the host, then transfer
+
+#: Tile edge (in units) of the transpose, by unit size: about 128 bytes per tile row.
+TRANSPOSE_TILE = {1: 64, 2: 64, 4: 32, 8: 32, 16: 16}
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """How one copy is executed. All strides and offsets are in bytes.
+
+    Attributes
+    ----------
+    method : str
+        One of ``"none"``, ``"memcpy"``, ``"copy2d"``, ``"elementwise"``, ``"transpose"``,
+        ``"stage_device"``, ``"stage_host"``.
+    shape : tuple of int
+        Coalesced extents in destination order (fastest destination axis last).
+    dst_strides, src_strides : tuple of int
+        Byte strides of the coalesced axes.
+    dst_offset, src_offset : int
+        Bytes added to each side's element-zero address (non-zero after axis flips).
+    unit : int
+        Bytes moved per coalesced element: 1, 2, 4, 8 or 16.
+    tile_axis : int
+        For ``"transpose"``: the coalesced axis that is fastest on the source side
+        (the destination's fastest is the last axis); -1 otherwise.
+    tile : int
+        For ``"transpose"``: the tile edge in units; 0 otherwise.
+
+    Examples
+    --------
+    >>> p = plan_copy((4, 6), (6, 1), (6, 1), 4)
+    >>> p.method, p.nbytes, p.unit
+    ('memcpy', 96, 16)
+    >>> plan_copy((4, 6), (6, 1), (1, 4), 4).method
+    'transpose'
+    """
+
+    method: str
+    shape: tuple
+    dst_strides: tuple
+    src_strides: tuple
+    dst_offset: int
+    src_offset: int
+    unit: int
+    tile_axis: int = -1
+    tile: int = 0
+
+    @property
+    def ndim(self):
+        """Number of coalesced axes."""
+        return len(self.shape)
+
+    @property
+    def volume(self):
+        """Number of units moved."""
+        n = 1
+        for e in self.shape:
+            n *= e
+        return n
+
+    @property
+    def nbytes(self):
+        """Number of bytes written to the destination."""
+        return self.volume * self.unit
+
+
+def byte_extent(shape, strides, itemsize):
+    """Byte range ``(lo, hi)`` touched by a view, relative to its element zero.
+
+    ``hi`` is exclusive; a zero-volume view touches nothing and gives ``(0, 0)``.
+
+    Examples
+    --------
+    >>> byte_extent((3, 4), (-4, 1), 2)
+    (-24, 8)
+    >>> byte_extent((0, 4), (4, 1), 2)
+    (0, 0)
+    """
+    lo = hi = 0
+    for extent, stride in zip(shape, strides, strict=True):
+        if extent == 0:
+            return 0, 0
+        span = (extent - 1) * stride
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    return lo * itemsize, (hi + 1) * itemsize
+
+
+def _broadcast_strides(dst_shape, src_shape, src_strides):
+    """Source strides broadcast to the destination shape (NumPy rules), or None."""
+    nd, ns = len(dst_shape), len(src_shape)
+    if ns > nd:
+        return None
+    out = [0] * (nd - ns)
+    for d_ext, s_ext, s_str in zip(dst_shape[nd - ns :], src_shape, src_strides, strict=True):
+        if s_ext == d_ext:
+            out.append(s_str if s_ext != 1 else 0)
+        elif s_ext == 1:
+            out.append(0)
+        else:
+            return None
+    return tuple(out)
+
+
+def broadcast_source_strides(dst_shape, src_shape, src_strides):
+    """Return the source strides broadcast to ``dst_shape``.
+
+    Raises
+    ------
+    ValueError
+        When ``src_shape`` cannot be broadcast to ``dst_shape``.
+
+    Examples
+    --------
+    >>> broadcast_source_strides((2, 3), (3,), (1,))
+    (0, 1)
+    """
+    out = _broadcast_strides(tuple(dst_shape), tuple(src_shape), tuple(src_strides))
+    if out is None:
+        raise ValueError(
+            f"src shape {tuple(src_shape)} cannot be broadcast to dst shape {tuple(dst_shape)}"
+        )
+    return out
+
+
+def _coalesce(shape, strides_by_side, itemsize, offsets):
+    """Steps 1-3: flip, sort by the first side's strides, merge. Strides in bytes.
+
+    Returns ``(shape, strides_by_side, offsets)`` with the element's bytes as the last axis
+    (extent ``itemsize``, stride 1) merged where possible; extent-1 axes removed.
+    """
+    first = strides_by_side[0]
+    axes = [k for k, e in enumerate(shape) if e != 1]
+    offsets = list(offsets)
+    strides = [[s[k] * itemsize for k in axes] for s in strides_by_side]
+    extents = [shape[k] for k in axes]
+    for j in range(len(axes)):
+        if first[axes[j]] < 0:
+            for side, s in enumerate(strides):
+                offsets[side] += (extents[j] - 1) * s[j]
+                s[j] = -s[j]
+    order = sorted(range(len(axes)), key=lambda j: (strides[0][j], extents[j]), reverse=True)
+    extents = [extents[j] for j in order] + [itemsize]
+    strides = [[s[j] for j in order] + [1] for s in strides]
+    merged_ext, merged_str = [extents[0]], [[s[0]] for s in strides]
+    for j in range(1, len(extents)):
+        if all(m[-1] == extents[j] * s[j] for m, s in zip(merged_str, strides, strict=True)):
+            merged_ext[-1] *= extents[j]
+            for m, s in zip(merged_str, strides, strict=True):
+                m[-1] = s[j]
+        else:
+            merged_ext.append(extents[j])
+            for m, s in zip(merged_str, strides, strict=True):
+                m.append(s[j])
+    keep = [j for j, e in enumerate(merged_ext) if e != 1]
+    return (
+        tuple(merged_ext[j] for j in keep),
+        [tuple(m[j] for j in keep) for m in merged_str],
+        offsets,
+    )
+
+
+def _widen(shape, strides_by_side, addresses):
+    """Step 4: the unit size and the shape/strides with the innermost byte run in units."""
+    if not shape or any(s[-1] != 1 for s in strides_by_side):
+        return 1, tuple(shape), [tuple(s) for s in strides_by_side]
+    unit = MAX_UNIT
+    values = [shape[-1], *addresses]
+    for s in strides_by_side:
+        values.extend(s[:-1])
+    while unit > 1 and any(v % unit for v in values):
+        unit //= 2
+    runs = shape[-1] // unit
+    if runs == 1:
+        return unit, tuple(shape[:-1]), [tuple(s[:-1]) for s in strides_by_side]
+    return (
+        unit,
+        tuple(shape[:-1]) + (runs,),
+        [tuple(s[:-1]) + (unit,) for s in strides_by_side],
+    )
+
+
+def _is_contiguous_run(shape, strides, unit):
+    """True when the coalesced axes of one side form a single increasing unit run."""
+    return len(shape) == 0 or (len(shape) == 1 and strides[0] == unit)
+
+
+def _host_side_contiguous(shape, strides, itemsize):
+    """True when one side alone (any axis order) covers a dense range of bytes."""
+    c_shape, (c_strides,), _ = _coalesce(shape, [strides], itemsize, [0])
+    return len(c_shape) <= 1 and all(s == 1 for s in c_strides)
+
+
+def _fits_copy2d(shape, dst_strides, src_strides, unit):
+    return (
+        len(shape) == 2
+        and dst_strides[1] == unit
+        and src_strides[1] == unit
+        and dst_strides[0] >= shape[1] * unit
+        and src_strides[0] >= shape[1] * unit
+    )
+
+
+def plan_copy(
+    shape,
+    dst_strides,
+    src_strides,
+    itemsize,
+    dst_ptr=0,
+    src_ptr=0,
+    dst_on_device=False,
+    src_on_device=False,
+):
+    """Plan the copy of ``src`` into ``dst``; both views have ``shape`` and ``itemsize``.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The destination shape (the source is already broadcast to it).
+    dst_strides, src_strides : sequence of int
+        Strides in elements. The destination must be unique (no two indices share an
+        offset); the source may have zero strides.
+    itemsize : int
+        Bytes per element.
+    dst_ptr, src_ptr : int
+        Addresses of element zero of each side (only their alignment is used).
+    dst_on_device, src_on_device : bool
+        Where each side lives; when exactly one is on the device the plan is a transfer.
+
+    Returns
+    -------
+    CopyPlan
+
+    Examples
+    --------
+    A step-2 slice copied into a dense array: one strided axis of 8-byte units.
+
+    >>> p = plan_copy((3, 4), (4, 1), (16, 2), 8)
+    >>> p.method, p.shape, p.dst_strides, p.src_strides, p.unit
+    ('elementwise', (12,), (8,), (16,), 8)
+
+    A reversed source: the destination order is kept, the source stride is negative.
+
+    >>> p = plan_copy((5,), (1,), (-1,), 4)
+    >>> p.shape, p.src_strides, p.unit
+    ((5,), (-4,), 4)
+    """
+    shape = tuple(shape)
+    for e in shape:
+        if e == 0:
+            return CopyPlan(NONE, (0,), (0,), (0,), 0, 0, 1)
+    c_shape, (c_dst, c_src), (dst_off, src_off) = _coalesce(
+        shape, [tuple(dst_strides), tuple(src_strides)], itemsize, [0, 0]
+    )
+    unit, c_shape, (c_dst, c_src) = _widen(
+        c_shape, [c_dst, c_src], [dst_ptr + dst_off, src_ptr + src_off]
+    )
+
+    def make(method, tile_axis=-1, tile=0):
+        return CopyPlan(method, c_shape, c_dst, c_src, dst_off, src_off, unit, tile_axis, tile)
+
+    if _is_contiguous_run(c_shape, c_dst, unit) and _is_contiguous_run(c_shape, c_src, unit):
+        return make(MEMCPY)
+    if dst_on_device != src_on_device:
+        if _fits_copy2d(c_shape, c_dst, c_src, unit):
+            return make(COPY2D)
+        host_strides = src_strides if dst_on_device else dst_strides
+        if _host_side_contiguous(shape, tuple(host_strides), itemsize):
+            return make(STAGE_DEVICE)
+        return make(STAGE_HOST)
+    if len(c_shape) >= 2 and c_dst[-1] == unit and c_src[-1] != unit:
+        fastest = min(range(len(c_shape)), key=lambda k: (abs(c_src[k]), -c_shape[k]))
+        if abs(c_src[fastest]) == unit and fastest != len(c_shape) - 1:
+            return make(TRANSPOSE, fastest, TRANSPOSE_TILE[unit])
+    return make(ELEMENTWISE)
