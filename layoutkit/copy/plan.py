@@ -106,7 +106,7 @@ def byte_extent(shape, strides, itemsize):
     Examples
     --------
     >>> byte_extent((3, 4), (-4, 1), 2)
-    (-24, 8)
+    (-16, 8)
     >>> byte_extent((0, 4), (4, 1), 2)
     (0, 0)
     """
@@ -271,7 +271,7 @@ def plan_copy(
     --------
     A step-2 slice copied into a dense array: one strided axis of 8-byte units.
 
-    >>> p = plan_copy((3, 4), (4, 1), (16, 2), 8)
+    >>> p = plan_copy((3, 4), (4, 1), (8, 2), 8)
     >>> p.method, p.shape, p.dst_strides, p.src_strides, p.unit
     ('elementwise', (12,), (8,), (16,), 8)
 
