@@ -1,0 +1,582 @@
+"""Tests for layoutkit.memory that need no GPU: Buffer.from_handle validation, ownership
+and lifetimes (checked with weakrefs), close/context manager, closed-buffer errors,
+identity, the driver-free HostMemoryResource, known-origin host buffers (DECISIONS 12),
+and the device/pinned/managed resources' bookkeeping against a scripted driver."""
+
+import contextlib
+import copy
+import ctypes
+import gc
+import pickle
+import subprocess
+import sys
+import tracemalloc
+import weakref
+
+import numpy as np
+import pytest
+
+from layoutkit import (
+    AxisError,
+    Buffer,
+    Device,
+    DeviceMemoryResource,
+    ManagedMemoryResource,
+    PinnedMemoryResource,
+    _driver,
+)
+from layoutkit.memory import HostMemoryResource, MemoryResource
+
+HOST_INFO = _driver.PointerInfo(-1, False, True, False)
+
+
+class Owner:
+    """A weak-referenceable stand-in for an array that owns memory."""
+
+
+class RecordingResource(MemoryResource):
+    """Hands out fake addresses and records every deallocate call; touches no memory."""
+
+    def __init__(self, fail=False):
+        self.deallocations = []
+        self.fail = fail
+
+    def allocate(self, size, stream=None):
+        return Buffer.from_handle(0x10000 + 64 * len(self.deallocations), size, mr=self,
+                                  stream=stream)
+
+    def deallocate(self, ptr, size, stream=None):
+        self.deallocations.append((ptr, size, stream))
+        if self.fail:
+            raise OSError("deallocate failed")
+
+    device_id = -1
+    is_device_accessible = False
+    is_host_accessible = True
+
+
+def host_bytes(buffer):
+    """The buffer's memory as a writable NumPy uint8 array (no copy)."""
+    return np.ctypeslib.as_array((ctypes.c_uint8 * buffer.size).from_address(buffer.ptr))
+
+
+@pytest.fixture
+def no_driver_calls(monkeypatch):
+    """Fail the test if anything asks the driver about a pointer."""
+    def forbidden(ptr):
+        raise AssertionError(f"driver queried for 0x{ptr:x}")
+
+    monkeypatch.setattr(_driver, "pointer_info", forbidden)
+
+
+# ---------------------------------------------------------------- from_handle arguments
+def test_buffer_cannot_be_constructed_directly():
+    with pytest.raises(RuntimeError, match=r"use Buffer\.from_handle\(ptr, size"):
+        Buffer(0x1000, 8)
+
+
+@pytest.mark.parametrize(
+    ("ptr", "size"),
+    [(0x1000, 8), (np.uint64(0x1000), np.int32(8)), (ctypes.c_void_p(0x1000), 8),
+     (0, 0), (2**64 - 1, 1), (0x1000, 2**64 - 1)],
+)
+def test_from_handle_accepts_integer_likes(ptr, size):
+    buf = Buffer.from_handle(ptr, size)
+    assert (buf.ptr, buf.size) == (_driver.handle_int(ptr, "ptr"), int(size))
+    assert type(buf.ptr) is int and type(buf.size) is int
+    assert buf.ptr == buf.handle
+    assert buf.owner is None and buf.memory_resource is None and not buf.is_closed
+
+
+@pytest.mark.parametrize("name", ["ptr", "size"])
+@pytest.mark.parametrize("bad", [1.5, "16", None, True, np.float32(2), [4]])
+def test_from_handle_rejects_non_integers(name, bad):
+    args = {"ptr": 0x1000, "size": 8, name: bad}
+    with pytest.raises(TypeError, match=f"^{name} must be an integer"):
+        Buffer.from_handle(**args)
+
+
+@pytest.mark.parametrize("name", ["ptr", "size"])
+@pytest.mark.parametrize("bad", [-1, -(2**70), 2**64])
+def test_from_handle_rejects_out_of_range_values(name, bad):
+    args = {"ptr": 0x1000, "size": 8, name: bad}
+    with pytest.raises(OverflowError, match=rf"^{name} must be in \[0, 2\*\*64\), got {bad}$"):
+        Buffer.from_handle(**args)
+
+
+def test_null_pointer_needs_zero_size():
+    with pytest.raises(ValueError, match="ptr is 0 .* size is 16"):
+        Buffer.from_handle(0, 16)
+
+
+def test_owner_and_mr_together_are_rejected():
+    with pytest.raises(ValueError, match="either mr .* or owner .* not both"):
+        Buffer.from_handle(0x1000, 8, mr=RecordingResource(), owner=Owner())
+
+
+def test_mr_must_be_a_memory_resource():
+    with pytest.raises(TypeError, match="mr must be a layoutkit MemoryResource, got 'pool'"):
+        Buffer.from_handle(0x1000, 8, mr="pool")
+
+
+def test_stream_needs_mr():
+    with pytest.raises(ValueError, match="stream .* needs mr"):
+        Buffer.from_handle(0x1000, 8, stream=0)
+
+
+# ---------------------------------------------------------------- owner lifetime
+def test_owner_lives_exactly_until_close():
+    owner = Owner()
+    alive = weakref.ref(owner)
+    buf = Buffer.from_handle(0x1000, 8, owner=owner)
+    del owner
+    gc.collect()
+    assert alive() is buf.owner
+    buf.close()
+    gc.collect()
+    assert alive() is None
+
+
+def test_owner_is_released_when_the_buffer_is_collected():
+    owner = Owner()
+    alive = weakref.ref(owner)
+    buf = Buffer.from_handle(0x1000, 8, owner=owner)
+    buffer_alive = weakref.ref(buf)
+    del owner, buf
+    gc.collect()
+    assert buffer_alive() is None
+    assert alive() is None
+
+
+def test_numpy_owner_keeps_the_memory_readable():
+    buf = Buffer.from_handle(np.arange(16, dtype=np.uint8).ctypes.data, 16,
+                             owner=np.arange(16, dtype=np.uint8))
+    owner_alive = weakref.ref(buf.owner)
+    gc.collect()
+    assert owner_alive() is not None
+    buf.close()
+    gc.collect()
+    assert owner_alive() is None
+
+
+# ---------------------------------------------------------------- mr: deallocate exactly once
+def test_close_deallocates_exactly_once():
+    mr = RecordingResource()
+    buf = mr.allocate(32)
+    ptr = buf.ptr
+    buf.close()
+    buf.close()
+    assert mr.deallocations == [(ptr, 32, None)]
+
+
+def test_garbage_collection_deallocates_exactly_once():
+    mr = RecordingResource()
+    buf = mr.allocate(32)
+    ptr = buf.ptr
+    del buf
+    gc.collect()
+    assert mr.deallocations == [(ptr, 32, None)]
+
+
+def test_deallocation_stream_is_recorded_and_close_can_override_it():
+    mr = RecordingResource()
+    recorded = mr.allocate(8, stream=3)
+    overridden = mr.allocate(8, stream=3)
+    recorded.close()
+    overridden.close(stream=7)
+    del overridden
+    gc.collect()
+    assert [stream for _, _, stream in mr.deallocations] == [3, 7]
+
+
+def test_buffer_keeps_its_memory_resource_alive_until_close():
+    mr = RecordingResource()
+    mr_alive = weakref.ref(mr)
+    buf = mr.allocate(8)
+    deallocations = mr.deallocations
+    del mr
+    gc.collect()
+    assert mr_alive() is buf.memory_resource
+    buf.close()
+    gc.collect()
+    assert mr_alive() is None
+    assert len(deallocations) == 1
+
+
+def test_failing_deallocate_still_closes_and_never_runs_twice():
+    mr = RecordingResource(fail=True)
+    buf = mr.allocate(8)
+    with pytest.raises(OSError, match="deallocate failed"):
+        buf.close()
+    assert buf.is_closed
+    buf.close()
+    del buf
+    gc.collect()
+    assert len(mr.deallocations) == 1
+
+
+def test_open_buffers_at_interpreter_exit_do_not_crash():
+    code = (
+        "import sys\n"
+        "from layoutkit.memory import Buffer, HostMemoryResource\n"
+        "class Loud(HostMemoryResource):\n"
+        "    def deallocate(self, ptr, size, stream=None):\n"
+        "        sys.stdout.write('deallocated\\n')\n"
+        "        super().deallocate(ptr, size, stream)\n"
+        "mr = Loud()\n"
+        "kept = [mr.allocate(64) for _ in range(3)]\n"
+        "cycle = [mr.allocate(8)]\n"
+        "cycle.append(cycle)\n"
+        "kept[0].close()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.count("deallocated") >= 1
+
+
+# ---------------------------------------------------------------- context manager, closed state
+def test_context_manager_returns_the_buffer_and_closes_it():
+    mr = RecordingResource()
+    with mr.allocate(16) as buf:
+        assert isinstance(buf, Buffer) and not buf.is_closed
+    assert buf.is_closed
+    assert len(mr.deallocations) == 1
+
+
+def test_context_manager_closes_when_the_block_raises():
+    owner = Owner()
+    alive = weakref.ref(owner)
+    with pytest.raises(KeyError), Buffer.from_handle(0x1000, 8, owner=owner) as buf:
+        del owner
+        raise KeyError("inside")
+    gc.collect()
+    assert buf.is_closed and alive() is None
+
+
+@pytest.mark.parametrize(
+    "attribute",
+    ["ptr", "handle", "device_id", "is_device_accessible", "is_host_accessible", "is_managed"],
+)
+def test_closed_buffer_raises_on_use(attribute):
+    buf = Buffer._from_known(0x1000, 8, owner=Owner(), device_id=-1,
+                             is_device_accessible=False, is_host_accessible=True)
+    buf.close()
+    with pytest.raises(RuntimeError, match=f"^buffer is closed: cannot read {attribute}"):
+        getattr(buf, attribute)
+
+
+def test_closed_buffer_state():
+    buf = Buffer.from_handle(0x1000, 8, owner=Owner())
+    buf.close()
+    assert (buf.is_closed, buf.size, buf.owner, buf.memory_resource) == (True, 0, None, None)
+    assert repr(buf) == "Buffer(closed)"
+
+
+# ---------------------------------------------------------------- identity
+def test_equality_and_hash_by_pointer_and_size():
+    a = Buffer.from_handle(0x1000, 8)
+    b = Buffer.from_handle(0x1000, 8, owner=Owner())
+    assert a == b and hash(a) == hash(b)
+    assert a != Buffer.from_handle(0x1000, 9)
+    assert a != Buffer.from_handle(0x1008, 8)
+    assert a != (0x1000, 8)
+    assert len({a, b, Buffer.from_handle(0x2000, 8)}) == 2
+
+
+def test_closed_buffer_equals_only_itself_and_keeps_its_hash():
+    a = Buffer.from_handle(0x1000, 8)
+    b = Buffer.from_handle(0x1000, 8)
+    before = hash(a)
+    buffers = {a}
+    a.close()
+    assert hash(a) == before and a in buffers
+    assert a == a and a != b and b != a
+
+
+def test_buffers_cannot_be_pickled_and_copy_returns_the_same_handle():
+    buf = Buffer.from_handle(0x1000, 8)
+    with pytest.raises(TypeError, match="cannot pickle"):
+        pickle.dumps(buf)
+    with pytest.raises(TypeError, match="cannot pickle"):
+        copy.deepcopy(buf)
+    assert copy.copy(buf) is buf
+
+
+def test_repr_names_pointer_size_and_keeper():
+    assert repr(Buffer.from_handle(0x1000, 8)) == "Buffer(ptr=0x1000, size=8)"
+    assert repr(Buffer.from_handle(0x1000, 8, owner=np.zeros(1))) == (
+        "Buffer(ptr=0x1000, size=8, owner=ndarray)")
+    with HostMemoryResource().allocate(4) as buf:
+        assert repr(buf) == f"Buffer(ptr=0x{buf.ptr:x}, size=4, mr=HostMemoryResource())"
+
+
+# ---------------------------------------------------------------- where the memory lives
+def test_known_origin_host_buffer_needs_no_driver(no_driver_calls):
+    a = np.arange(10, dtype=np.float64)
+    buf = Buffer._from_known(a.ctypes.data, a.nbytes, owner=a, device_id=-1,
+                             is_device_accessible=False, is_host_accessible=True)
+    assert (buf.device_id, buf.is_device_accessible, buf.is_host_accessible,
+            buf.is_managed) == tuple(HOST_INFO)
+    assert buf.owner is a
+
+
+def test_resource_buffers_take_attributes_from_the_resource(no_driver_calls):
+    class Managedish(RecordingResource):
+        device_id = 3
+        is_device_accessible = True
+        is_managed = True
+
+    buf = Buffer.from_handle(0x1000, 8, mr=Managedish())
+    assert (buf.device_id, buf.is_device_accessible, buf.is_host_accessible,
+            buf.is_managed) == (3, True, True, True)
+
+
+def test_pointer_attributes_are_queried_once_and_cached(monkeypatch):
+    asked = []
+
+    def pointer_info(ptr):
+        asked.append(ptr)
+        return _driver.PointerInfo(0, True, False, False)
+
+    monkeypatch.setattr(_driver, "pointer_info", pointer_info)
+    buf = Buffer.from_handle(0x7000, 64)
+    for _ in range(2):
+        assert (buf.device_id, buf.is_device_accessible, buf.is_host_accessible,
+                buf.is_managed) == (0, True, False, False)
+    assert asked == [0x7000]
+
+
+@pytest.mark.skipif(_driver.driver_found(), reason="a CUDA driver is installed here")
+def test_unknown_pointer_without_a_driver_says_so():
+    a = np.zeros(4)
+    buf = Buffer.from_handle(a.ctypes.data, a.nbytes, owner=a)
+    with pytest.raises(RuntimeError, match="^no CUDA driver was found") as info:
+        _ = buf.device_id
+    assert isinstance(info.value, _driver.NoDriverError)
+    assert buf.size == a.nbytes  # the buffer itself still works
+
+
+# ---------------------------------------------------------------- HostMemoryResource
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 1000, 4096])
+def test_host_resource_round_trip(size, no_driver_calls):
+    mr = HostMemoryResource()
+    buf = mr.allocate(size)
+    assert buf.size == size and buf.ptr % 64 == 0 and buf.ptr != 0
+    assert buf.memory_resource is mr
+    assert (buf.device_id, buf.is_device_accessible, buf.is_host_accessible,
+            buf.is_managed) == tuple(HOST_INFO)
+    data = host_bytes(buf)
+    expected = (np.arange(size) * 7 % 256).astype(np.uint8)
+    data[:] = expected
+    assert np.array_equal(host_bytes(buf), expected)
+    del data
+    buf.close()
+    assert mr._storage == {}
+
+
+def test_host_resource_allocations_do_not_overlap():
+    mr = HostMemoryResource()
+    buffers = [mr.allocate(100) for _ in range(20)]
+    for i, buf in enumerate(buffers):
+        host_bytes(buf)[:] = i
+    for i, buf in enumerate(buffers):
+        assert np.all(host_bytes(buf) == i)
+    ranges = sorted((b.ptr, b.ptr + b.size) for b in buffers)
+    assert all(end <= start for (_, end), (start, _) in zip(ranges, ranges[1:], strict=False))
+    for buf in buffers:
+        buf.close()
+    assert mr._storage == {}
+
+
+def test_host_resource_frees_on_garbage_collection():
+    mr = HostMemoryResource()
+    buf = mr.allocate(256)
+    del buf
+    gc.collect()
+    assert mr._storage == {}
+
+
+def test_host_resource_rejects_foreign_and_double_deallocation():
+    mr = HostMemoryResource()
+    buf = mr.allocate(8)
+    ptr = buf.ptr
+    buf.close()
+    with pytest.raises(ValueError, match=f"ptr 0x{ptr:x} was not allocated by this HostMemoryResource"):
+        mr.deallocate(ptr, 8)
+    with pytest.raises(ValueError, match="not allocated by this HostMemoryResource"):
+        HostMemoryResource().deallocate(0x1000, 8)
+
+
+@pytest.mark.parametrize(("size", "error"), [(-1, OverflowError), (2**64, OverflowError),
+                                             (1.0, TypeError), ("8", TypeError)])
+def test_host_resource_rejects_bad_sizes(size, error):
+    with pytest.raises(error, match="size"):
+        HostMemoryResource().allocate(size)
+
+
+def test_memory_resource_is_abstract():
+    with pytest.raises(TypeError, match="abstract"):
+        MemoryResource()
+
+
+# ---------------------------------------------------------------- no leak
+def _growth_of(cycle, repeat=100_000):
+    """Bytes of traced memory still held after ``repeat`` calls of ``cycle``."""
+    for _ in range(1000):
+        cycle()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(repeat):
+            cycle()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_from_handle_close_cycles_do_not_leak():
+    owner = Owner()
+
+    def cycle():
+        Buffer.from_handle(0x1000, 64, owner=owner).close()
+
+    assert _growth_of(cycle) < 16 * 1024
+
+
+def test_host_allocate_close_cycles_do_not_leak():
+    mr = HostMemoryResource()
+
+    def cycle():
+        mr.allocate(64).close()
+
+    assert _growth_of(cycle, repeat=20_000) < 16 * 1024
+    assert mr._storage == {}
+
+
+# ---------------------------------------------------------------- device-side resources, scripted
+class FakeDeviceDriver:
+    """Replaces the _driver functions the resources use; records calls in order."""
+
+    def __init__(self, monkeypatch, devices=2):
+        self.calls = []
+        self.next_ptr = 0x7F0000000000
+        monkeypatch.setattr(_driver, "device_count", lambda: devices)
+        monkeypatch.setattr(_driver, "device_context", self.device_context)
+        monkeypatch.setattr(_driver, "ensure_context", lambda: self.calls.append(("ensure",)))
+        for name in ("mem_alloc_async", "mem_alloc_managed", "mem_host_alloc"):
+            monkeypatch.setattr(_driver, name, self.allocator(name))
+        for name in ("mem_free_async", "mem_free", "mem_free_host", "set_current_device",
+                     "synchronize_device"):
+            monkeypatch.setattr(_driver, name, self.recorder(name))
+        monkeypatch.setattr(_driver, "device_name", lambda device_id: f"Fake GPU {device_id}")
+        monkeypatch.setattr(Device, "_instances", {})
+
+    @contextlib.contextmanager
+    def device_context(self, device_id):
+        self.calls.append(("enter", device_id))
+        yield
+        self.calls.append(("exit", device_id))
+
+    def allocator(self, name):
+        def allocate(*args):
+            self.next_ptr += 0x1000
+            self.calls.append((name, *args))
+            return self.next_ptr
+        return allocate
+
+    def recorder(self, name):
+        return lambda *args: self.calls.append((name, *args))
+
+
+class CuPyLikeStream:
+    ptr = 0x55
+
+
+def test_device_resource_allocates_and_frees_in_stream_order_on_its_device(monkeypatch):
+    fake = FakeDeviceDriver(monkeypatch)
+    mr = DeviceMemoryResource(1)
+    stream = CuPyLikeStream()
+    buf = mr.allocate(256, stream=stream)
+    ptr = buf.ptr
+    assert (buf.size, buf.device_id, buf.is_device_accessible, buf.is_host_accessible,
+            buf.is_managed, buf.memory_resource) == (256, 1, True, False, False, mr)
+    buf.close()
+    assert fake.calls == [("enter", 1), ("mem_alloc_async", 256, stream), ("exit", 1),
+                          ("enter", 1), ("mem_free_async", ptr, stream), ("exit", 1)]
+
+
+def test_device_resource_zero_size_needs_no_driver_call(monkeypatch):
+    fake = FakeDeviceDriver(monkeypatch)
+    buf = DeviceMemoryResource(0).allocate(0)
+    assert (buf.ptr, buf.size, buf.device_id) == (0, 0, 0)
+    buf.close()
+    assert fake.calls == []
+
+
+def test_device_resource_rejects_a_bad_stream_before_allocating(monkeypatch):
+    fake = FakeDeviceDriver(monkeypatch)
+    with pytest.raises(TypeError, match="stream must be None, an int handle"):
+        DeviceMemoryResource(0).allocate(64, stream=1.5)
+    assert fake.calls == []
+
+
+def test_pinned_resource(monkeypatch):
+    fake = FakeDeviceDriver(monkeypatch)
+    mr = PinnedMemoryResource()
+    buf = mr.allocate(128)
+    ptr = buf.ptr
+    assert (buf.device_id, buf.is_device_accessible, buf.is_host_accessible,
+            buf.is_managed) == (-1, True, True, False)
+    del buf
+    gc.collect()
+    assert fake.calls == [("ensure",), ("mem_host_alloc", 128), ("mem_free_host", ptr)]
+
+
+def test_managed_resource(monkeypatch):
+    fake = FakeDeviceDriver(monkeypatch)
+    buf = ManagedMemoryResource(1).allocate(64)
+    ptr = buf.ptr
+    assert (buf.device_id, buf.is_device_accessible, buf.is_host_accessible,
+            buf.is_managed) == (1, True, True, True)
+    buf.close()
+    assert fake.calls == [("enter", 1), ("mem_alloc_managed", 64), ("exit", 1),
+                          ("enter", 1), ("mem_free", ptr), ("exit", 1)]
+
+
+@pytest.mark.parametrize("resource", [DeviceMemoryResource, ManagedMemoryResource, Device])
+@pytest.mark.parametrize(
+    ("device_id", "error", "message"),
+    [(-1, AxisError, "device_id must be >= 0, got -1"),
+     (2, AxisError, r"device_id 2 is out of range: 2 CUDA device\(s\) found"),
+     (1.0, TypeError, "device_id must be an integer, got 1.0"),
+     (True, TypeError, "device_id must be an integer, not a bool"),
+     ("0", TypeError, "device_id must be an integer, got '0'")],
+)
+def test_device_ids_are_validated(monkeypatch, resource, device_id, error, message):
+    FakeDeviceDriver(monkeypatch, devices=2)
+    with pytest.raises(error, match=message):
+        resource(device_id)
+
+
+def test_device_is_one_object_per_id_with_one_memory_resource(monkeypatch):
+    fake = FakeDeviceDriver(monkeypatch)
+    device = Device(np.int64(1))
+    assert Device(1) is device and Device() is Device(0) and Device(0) is not device
+    assert device.device_id == 1
+    assert device.memory_resource is device.memory_resource
+    assert isinstance(device.memory_resource, DeviceMemoryResource)
+    assert repr(device) == "<Device 1 (Fake GPU 1)>"
+    device.set_current()
+    buf = device.allocate(32)
+    assert (buf.device_id, buf.memory_resource) == (1, device.memory_resource)
+    device.sync()
+    assert ("set_current_device", 1) in fake.calls and ("synchronize_device", 1) in fake.calls
+
+
+@pytest.mark.skipif(_driver.driver_found(), reason="a CUDA driver is installed here")
+def test_device_without_a_driver_says_so():
+    with pytest.raises(RuntimeError, match="^no CUDA driver was found"):
+        Device(0)
