@@ -1,0 +1,84 @@
+"""numba-cuda argument handler: turns view arguments into kernel parameters.
+
+numba-cuda calls ``prepare_args(ty, val, stream, retr)`` of every handler in a kernel's
+``extensions=`` list for every argument at every launch (and, under the simulator, with
+``ty=None``). For a view it returns the flattened struct model values
+``(data, *shape, *strides, offset)`` typed as a tuple of ``CPointer(int64)``: numba-cuda
+appends such values to the launch parameters as plain ints, without building a ctypes
+object per value. Everything else passes through untouched.
+"""
+
+from functools import cache
+
+from numba import types
+
+from layoutkit._numba_view import (
+    StridedViewType,
+    check_view_accessible,
+    view_arguments,
+    view_numba_type,
+)
+from layoutkit.cuda._simulator import SimulatedView
+
+
+class LaunchArgument:
+    """A view already validated and flattened for one launch (made by ``layoutkit.cuda.jit``).
+
+    ``_numba_type_`` is what numba-cuda's typing reads; ``values`` are the kernel
+    parameters of the view.
+    """
+
+    __slots__ = ("_numba_type_", "values")
+
+    def __init__(self, numba_type, values):
+        self._numba_type_ = numba_type
+        self.values = values
+
+
+@cache
+def _parameters_type(count):
+    return types.UniTuple(types.CPointer(types.int64), count)
+
+
+def _is_strided_memory_view(value):
+    from layoutkit.memoryview import StridedMemoryView
+
+    return isinstance(value, StridedMemoryView)
+
+
+class ViewArgumentHandler:
+    """The ``extensions=`` entry that lets ``numba.cuda.jit`` kernels take views.
+
+    Use the module-level instance ``layoutkit.cuda.extension``.
+    """
+
+    def prepare_args(self, ty, val, stream=0, retr=None):
+        """Return ``(type, value)`` numba-cuda should marshal for argument ``val``."""
+        if type(val) is LaunchArgument:
+            return _parameters_type(len(val.values)), val.values
+        if ty is None:  # the CUDA simulator
+            if _is_strided_memory_view(val):
+                return None, SimulatedView.from_view(val)
+            return ty, val
+        if type(ty) is not StridedViewType:
+            return ty, val
+        from layoutkit import _driver
+
+        check_view_accessible(val, "view argument", True, _driver.current_device_id())
+        values = view_arguments(val)
+        return _parameters_type(len(values)), values
+
+
+def launch_argument(view, name, device_id, boundscheck=False):
+    """Validate ``view`` for a kernel on ``device_id`` and flatten it into a LaunchArgument."""
+    check_view_accessible(view, name, True, device_id)
+    return LaunchArgument(view_numba_type(view, boundscheck), view_arguments(view))
+
+
+def register_cuda_typeof():
+    """Let numba-cuda's typing see ``StridedMemoryView`` arguments as views."""
+    from numba.cuda.typing.typeof import typeof_impl
+
+    from layoutkit.memoryview import StridedMemoryView
+
+    typeof_impl.register(StridedMemoryView)(lambda view, context: view_numba_type(view))

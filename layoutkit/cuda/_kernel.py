@@ -1,0 +1,166 @@
+"""``layoutkit.cuda.jit``: numba-cuda kernels whose arguments may be views."""
+
+import os
+
+from layoutkit.cuda._extension import LaunchArgument, ViewArgumentHandler, launch_argument
+
+extension = ViewArgumentHandler()
+
+
+def simulator_enabled():
+    """Whether numba-cuda runs kernels in its Python simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
+    from numba import config
+
+    return bool(getattr(config, "ENABLE_CUDASIM", os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"))
+
+
+def jit(func=None, /, *, boundscheck=False, **options):
+    """Compile a CUDA kernel that accepts views (and everything ``numba.cuda.jit`` accepts).
+
+    A thin wrapper over ``numba.cuda.jit(func, extensions=[layoutkit.cuda.extension],
+    **options)``. A view argument can be a ``StridedMemoryView`` or any object with
+    ``__cuda_array_interface__`` or ``__dlpack__`` that is not a NumPy array (CuPy
+    arrays, torch tensors), converted to a view once per launch.
+
+    Parameters
+    ----------
+    func : function, optional
+        The kernel; when omitted, returns a decorator.
+    boundscheck : bool
+        Check every integer index against its extent. A violation raises ``IndexError``
+        at launch when ``debug=True`` is also given (numba-cuda reports device
+        exceptions only in debug mode).
+    **options
+        Passed to ``numba.cuda.jit``.
+
+    Returns
+    -------
+    ViewKernel
+        Launch with ``kernel[griddim, blockdim](*args)`` or
+        ``kernel[griddim, blockdim, stream, sharedmem](*args)``; see
+        :meth:`ViewKernel.prepare` for the fast launch path.
+    """
+    if func is None:
+        return lambda function: jit(function, boundscheck=boundscheck, **options)
+    from numba import cuda
+
+    if simulator_enabled():
+        return ViewKernel(cuda.jit(func, **options), boundscheck, simulated=True)
+    extensions = [*options.pop("extensions", ()), extension]
+    return ViewKernel(cuda.jit(func, extensions=extensions, **options), boundscheck)
+
+
+def _stream_pointer(stream):
+    from layoutkit import _driver
+
+    return _driver.stream_handle(stream) if stream else 0
+
+
+class ViewKernel:
+    """A numba-cuda kernel with view arguments (made by :func:`jit`).
+
+    Attributes
+    ----------
+    dispatcher : numba.cuda dispatcher
+        The underlying numba-cuda kernel.
+    """
+
+    def __init__(self, dispatcher, boundscheck=False, simulated=False):
+        self.dispatcher = dispatcher
+        self._boundscheck = boundscheck
+        self._simulated = simulated
+
+    def __getitem__(self, config):
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise ValueError(
+                "launch configuration must be [griddim, blockdim] or "
+                f"[griddim, blockdim, stream, sharedmem]; got {config!r}"
+            )
+        return _ConfiguredLaunch(self, config)
+
+    def launch_arguments(self, args, stream=0):
+        """Return ``args`` with every view turned into what the kernel is launched with."""
+        if self._simulated:
+            return tuple(_simulated_argument(arg) for arg in args)
+        from layoutkit import _driver
+
+        stream_ptr = None
+        device_id = None
+        converted = []
+        for position, arg in enumerate(args):
+            view = _as_view(arg)
+            if view is _NOT_A_VIEW:
+                converted.append(arg)
+                continue
+            if view is _NEEDS_STREAM:
+                stream_ptr = _stream_pointer(stream) if stream_ptr is None else stream_ptr
+                view = _import_view(arg, stream_ptr)
+            if device_id is None:
+                device_id = _driver.current_device_id()
+            converted.append(
+                launch_argument(view, f"argument {position}", device_id, self._boundscheck)
+            )
+        return tuple(converted)
+
+    def prepare(self, griddim, blockdim, *example_args, stream=0, sharedmem=0):
+        """Compile for the types of ``example_args`` and return a fast launcher.
+
+        The returned :class:`~layoutkit.cuda.PreparedLaunch` is called with new
+        arguments of the same types (views with the same dtype, ndim, layout kind and
+        read-only flag; scalars of the same type) and launches through the driver with
+        one preallocated parameter buffer, skipping numba-cuda's per-argument work.
+        """
+        from layoutkit.cuda._launcher import PreparedLaunch
+
+        if self._simulated:
+            raise RuntimeError("prepare() needs a GPU; the CUDA simulator is enabled")
+        arguments = self.launch_arguments(example_args, stream)
+        argument_types = tuple(self.dispatcher.typeof_pyval(arg) for arg in arguments)
+        compiled = self.dispatcher.compile(argument_types)
+        return PreparedLaunch(compiled, argument_types, griddim, blockdim, stream, sharedmem)
+
+
+class _ConfiguredLaunch:
+    __slots__ = ("_kernel", "_launch", "_stream")
+
+    def __init__(self, kernel, config):
+        self._kernel = kernel
+        self._launch = kernel.dispatcher[config]
+        self._stream = config[2] if len(config) > 2 else 0
+
+    def __call__(self, *args):
+        return self._launch(*self._kernel.launch_arguments(args, self._stream))
+
+
+_NOT_A_VIEW = object()
+_NEEDS_STREAM = object()
+
+
+def _as_view(arg):
+    """``arg`` as a StridedMemoryView, or a marker saying it is none or needs importing."""
+    from layoutkit.memoryview import StridedMemoryView
+
+    if isinstance(arg, StridedMemoryView):
+        return arg
+    if isinstance(arg, LaunchArgument) or hasattr(arg, "_numba_type_"):
+        return _NOT_A_VIEW  # numba's own device arrays and flattened views stay as they are
+    if hasattr(arg, "__cuda_array_interface__") or (
+        hasattr(arg, "__dlpack__") and type(arg).__module__.split(".")[0] != "numpy"
+    ):
+        return _NEEDS_STREAM
+    return _NOT_A_VIEW
+
+
+def _import_view(arg, stream_ptr):
+    from layoutkit.memoryview import StridedMemoryView
+
+    return StridedMemoryView.from_any_interface(arg, stream_ptr)
+
+
+def _simulated_argument(arg):
+    from layoutkit.cuda._simulator import SimulatedView
+    from layoutkit.memoryview import StridedMemoryView
+
+    if isinstance(arg, StridedMemoryView):
+        return SimulatedView.from_view(arg)
+    return arg

@@ -1,0 +1,125 @@
+"""The fast launch path: a compiled kernel relaunched through the driver with packed arguments.
+
+numba-cuda spends several microseconds per launch typing arguments and converting each
+kernel parameter. A :class:`PreparedLaunch` does that work once: it keeps the kernel
+handle, one parameter buffer with an 8-byte slot per kernel parameter and the array of
+pointers to those slots. A launch writes the new values into the slots with one
+``struct.pack_into`` and calls ``cuLaunchKernel``.
+"""
+
+import ctypes
+import struct
+
+from numba import types
+
+from layoutkit._numba_view import StridedViewType, check_view_accessible, view_arguments
+
+# one 8-byte slot per kernel parameter; narrower scalars are padded
+_SLOT_FORMATS = {
+    types.int8: "b7x",
+    types.int16: "h6x",
+    types.int32: "i4x",
+    types.int64: "q",
+    types.uint8: "B7x",
+    types.uint16: "H6x",
+    types.uint32: "I4x",
+    types.uint64: "Q",
+    types.float32: "f4x",
+    types.float64: "d",
+    types.boolean: "?7x",
+}
+
+
+def _parameter_format(argument_type):
+    """struct format of one kernel argument's parameters, and whether it is a view."""
+    if isinstance(argument_type, StridedViewType):
+        return "q" * (2 * argument_type.ndim + 2), True
+    if argument_type in _SLOT_FORMATS:
+        return _SLOT_FORMATS[argument_type], False
+    raise TypeError(
+        f"prepare() supports views and integer, float and bool scalars; got {argument_type}"
+    )
+
+
+class PreparedLaunch:
+    """Relaunch a compiled kernel with new arguments of the same types (made by ``prepare``).
+
+    Call it with the kernel's arguments: ``StridedMemoryView`` objects whose Numba type
+    (dtype, ndim, layout kind, read-only) matches the example views given to
+    ``prepare``, and scalars of the example scalars' types. Views are checked for device
+    accessibility, a closed buffer and the device; the stream, grid and block are those
+    given to ``prepare``. Device exceptions are not reported on this path.
+    """
+
+    def __init__(self, compiled, argument_types, griddim, blockdim, stream, sharedmem):
+        from layoutkit import _driver
+
+        formats = [_parameter_format(t) for t in argument_types]
+        self._argument_types = argument_types
+        self._is_view = tuple(is_view for _, is_view in formats)
+        self._packer = struct.Struct("<" + "".join(fmt for fmt, _ in formats))
+        count = self._packer.size // 8
+        self._slots = (ctypes.c_int64 * max(count, 1))()
+        slot_base = ctypes.addressof(self._slots)
+        self._pointers = (ctypes.c_void_p * max(count, 1))(
+            *(slot_base + 8 * k for k in range(count))
+        )
+        self._pointer_address = ctypes.addressof(self._pointers)
+        self._device_id = _driver.current_device_id()
+        self._driver = _driver
+        bindings = _driver._bindings()
+        self._launch_kernel = bindings.cuLaunchKernel
+        self._success = bindings.CUresult.CUDA_SUCCESS
+        self._function = bindings.CUfunction(int(compiled._codelibrary.get_cufunc().handle))
+        self._stream = bindings.CUstream(_driver.stream_handle(stream) if stream else 0)
+        self._grid = _dim3(griddim, "griddim")
+        self._block = _dim3(blockdim, "blockdim")
+        self._sharedmem = int(sharedmem)
+        self.compiled = compiled
+
+    def __call__(self, *args):
+        if len(args) != len(self._is_view):
+            raise TypeError(f"the kernel takes {len(self._is_view)} arguments, got {len(args)}")
+        values = []
+        for position, (arg, is_view) in enumerate(zip(args, self._is_view, strict=True)):
+            if is_view:
+                self._check_view(position, arg)
+                values.extend(view_arguments(arg))
+            else:
+                values.append(arg)
+        self._packer.pack_into(self._slots, 0, *values)
+        grid, block = self._grid, self._block
+        (error,) = self._launch_kernel(
+            self._function,
+            grid[0],
+            grid[1],
+            grid[2],
+            block[0],
+            block[1],
+            block[2],
+            self._sharedmem,
+            self._stream,
+            self._pointer_address,
+            0,
+        )
+        if error != self._success:
+            self._driver._raise_for("cuLaunchKernel", error)
+
+    def _check_view(self, position, view):
+        from layoutkit._numba_view import view_numba_type
+
+        expected = self._argument_types[position]
+        actual = view_numba_type(view, expected.boundscheck)
+        if actual is not expected:
+            raise TypeError(
+                f"argument {position}: the kernel was prepared for {expected}, got a view of "
+                f"type {actual}; call prepare() again for new view types"
+            )
+        check_view_accessible(view, f"argument {position}", True, self._device_id)
+
+
+def _dim3(value, name):
+    dims = (value,) if isinstance(value, int) else tuple(value)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d > 0 for d in dims):
+        raise ValueError(f"{name} must be a positive int or a tuple of 1-3 of them, got {value!r}")
+    return dims + (1,) * (3 - len(dims))
