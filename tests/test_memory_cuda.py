@@ -1,0 +1,215 @@
+"""GPU tests for Buffer pointer attributes and the CUDA memory resources.
+
+Every test needs a CUDA GPU and driver (the ``cuda`` marker skips them elsewhere).
+Pointer attributes are checked for each kind of memory the issue names: device memory,
+pinned host memory (``cuMemHostAlloc``), host memory registered with
+``cuMemHostRegister``, managed memory, and plain host memory. Data written through one
+pointer is read back through ``cuMemcpy`` and compared with NumPy."""
+
+import gc
+
+import numpy as np
+import pytest
+
+from layoutkit import (
+    AxisError,
+    Buffer,
+    Device,
+    DeviceMemoryResource,
+    ManagedMemoryResource,
+    PinnedMemoryResource,
+    StridedLayout,
+    _driver,
+)
+
+pytestmark = pytest.mark.cuda
+
+PAGE = 4096
+
+
+@pytest.fixture
+def device():
+    device = Device(0)
+    device.set_current()
+    return device
+
+
+@pytest.fixture
+def last_device_id(device):
+    """The highest device ordinal: memory is made there and queried with device 0 current."""
+    return _driver.device_count() - 1
+
+
+def attributes(buffer):
+    return (buffer.device_id, buffer.is_device_accessible, buffer.is_host_accessible,
+            buffer.is_managed)
+
+
+def host_view(ptr, size):
+    """Host-accessible memory at ``ptr`` as a writable NumPy uint8 array (no copy)."""
+    import ctypes
+
+    return np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(ptr))
+
+
+def pattern(size, seed):
+    return ((np.arange(size) * 31 + seed) % 251).astype(np.uint8)
+
+
+def copy_out(ptr, size):
+    """Read ``size`` bytes at any driver-reachable ``ptr`` into a new NumPy array."""
+    out = np.zeros(size, dtype=np.uint8)
+    _driver.memcpy(out.ctypes.data, ptr, size)
+    return out
+
+
+def copy_in(ptr, data):
+    _driver.memcpy(ptr, data.ctypes.data, data.nbytes)
+
+
+# ---------------------------------------------------------------- pointer attributes
+def test_device_memory_attributes(device, last_device_id):
+    with _driver.device_context(last_device_id):
+        ptr = _driver.mem_alloc(256)
+    try:
+        buf = Buffer.from_handle(ptr, 256)
+        assert attributes(buf) == (last_device_id, True, False, False)
+    finally:
+        with _driver.device_context(last_device_id):
+            _driver.mem_free(ptr)
+
+
+def test_pinned_host_memory_attributes(device, last_device_id):
+    with _driver.device_context(last_device_id):
+        ptr = _driver.mem_host_alloc(256)
+    try:
+        buf = Buffer.from_handle(ptr, 256)
+        assert attributes(buf) == (last_device_id, True, True, False)
+    finally:
+        _driver.mem_free_host(ptr)
+
+
+def test_registered_host_memory_attributes(device, last_device_id):
+    storage = np.zeros(3 * PAGE, dtype=np.uint8)
+    start = -storage.ctypes.data % PAGE
+    region = storage[start:start + 2 * PAGE]
+    ptr, size = region.ctypes.data, region.nbytes
+    assert attributes(Buffer.from_handle(ptr, size, owner=region)) == (-1, False, True, False)
+    with _driver.device_context(last_device_id):
+        _driver.mem_host_register(ptr, size)
+    try:
+        buf = Buffer.from_handle(ptr, size, owner=region)
+        assert attributes(buf) == (last_device_id, True, True, False)
+    finally:
+        _driver.mem_host_unregister(ptr)
+
+
+def test_managed_memory_attributes(device, last_device_id):
+    with _driver.device_context(last_device_id):
+        ptr = _driver.mem_alloc_managed(256)
+    try:
+        buf = Buffer.from_handle(ptr, 256)
+        assert attributes(buf) == (last_device_id, True, True, True)
+    finally:
+        with _driver.device_context(last_device_id):
+            _driver.mem_free(ptr)
+
+
+def test_plain_host_memory_attributes(device):
+    a = np.arange(100, dtype=np.int64)
+    buf = Buffer.from_handle(a.ctypes.data, a.nbytes, owner=a)
+    assert attributes(buf) == (-1, False, True, False)
+
+
+def test_attributes_of_stream_ordered_device_memory(device):
+    with device.allocate(1024) as owned:
+        device.sync()  # the stream-ordered allocation has happened
+        external = Buffer.from_handle(owned.ptr, owned.size)
+        assert attributes(external) == (0, True, False, False)
+
+
+# ---------------------------------------------------------------- resources: write and read back
+def test_device_resource_round_trip(device):
+    data = pattern(4096, seed=1)
+    with DeviceMemoryResource(0).allocate(data.nbytes) as buf:
+        assert attributes(buf) == (0, True, False, False)
+        copy_in(buf.ptr, data)
+        assert np.array_equal(copy_out(buf.ptr, buf.size), data)
+    device.sync()
+
+
+def test_device_resource_on_a_stream(device):
+    stream = _driver._call("cuStreamCreate", 0)
+    try:
+        data = pattern(1 << 16, seed=2)
+        out = np.zeros_like(data)
+        buf = DeviceMemoryResource(0).allocate(data.nbytes, stream=stream)
+        _driver.memcpy_async(buf.ptr, data.ctypes.data, data.nbytes, stream)
+        _driver.memcpy_async(out.ctypes.data, buf.ptr, data.nbytes, stream)
+        _driver.stream_synchronize(stream)
+        assert np.array_equal(out, data)
+        buf.close()  # frees on the recorded stream
+        _driver.stream_synchronize(stream)
+    finally:
+        _driver._call("cuStreamDestroy", stream)
+
+
+def test_pinned_resource_round_trip(device):
+    data = pattern(4096, seed=3)
+    with PinnedMemoryResource().allocate(data.nbytes) as buf:
+        assert attributes(buf) == (-1, True, True, False)
+        host_view(buf.ptr, buf.size)[:] = data
+        with device.allocate(data.nbytes) as on_device:
+            _driver.memcpy(on_device.ptr, buf.ptr, data.nbytes)
+            assert np.array_equal(copy_out(on_device.ptr, data.nbytes), data)
+
+
+def test_managed_resource_round_trip(device):
+    data = pattern(4096, seed=4)
+    with ManagedMemoryResource(0).allocate(data.nbytes) as buf:
+        assert attributes(buf) == (0, True, True, True)
+        host_view(buf.ptr, buf.size)[:] = data
+        assert np.array_equal(copy_out(buf.ptr, buf.size), data)
+        device.sync()
+
+
+def test_garbage_collected_device_buffers_are_freed(device):
+    mr = DeviceMemoryResource(0)
+    free_before, total = _driver._call("cuMemGetInfo")
+    chunk = 1 << 30
+    for _ in range(2 * total // chunk):  # twice the device's memory, one GiB at a time
+        buf = mr.allocate(chunk)
+        del buf
+        gc.collect()
+    device.sync()
+    assert _driver._call("cuMemGetInfo")[0] > 0
+
+
+def test_zero_size_allocations(device):
+    for mr in (DeviceMemoryResource(0), PinnedMemoryResource(), ManagedMemoryResource(0)):
+        with mr.allocate(0) as buf:
+            assert (buf.ptr, buf.size, buf.memory_resource) == (0, 0, mr)
+
+
+# ---------------------------------------------------------------- Device
+def test_device_basics(device):
+    assert Device(0) is device and device.device_id == 0
+    assert device.name and repr(device) == f"<Device 0 ({device.name})>"
+    assert _driver.current_device_id() == 0
+    with pytest.raises(AxisError, match="is out of range"):
+        Device(_driver.device_count())
+
+
+def test_seed_example_allocates_the_dense_version_of_a_sliced_array(device):
+    a = np.arange(6 * 8, dtype=np.float32).reshape(6, 8)[::2, 1::3]
+    layout = StridedLayout(a.shape, a.strides, a.itemsize, divide_strides=True)
+    dense = layout.to_dense()
+    Device(0).set_current()
+    buf = Device(0).allocate(dense.required_size_in_bytes())
+    assert buf.size == a.size * a.itemsize == 36
+    assert attributes(buf) == (0, True, False, False)
+    packed = np.ascontiguousarray(a)
+    copy_in(buf.ptr, packed.view(np.uint8).ravel())
+    back = copy_out(buf.ptr, buf.size).view(np.float32).reshape(dense.shape)
+    assert np.array_equal(back, a)
+    buf.close()
