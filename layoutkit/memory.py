@@ -174,7 +174,8 @@ class Buffer:
         For callers that produced or checked the values themselves (NumPy arrays,
         DLPack CPU tensors, memory resources): no validation and no driver call.
         ``ptr`` and ``size`` must be ``int`` in ``[0, 2**64)`` with ``size == 0``
-        when ``ptr == 0``; ``owner`` and ``mr`` must not both be given.
+        when ``ptr == 0``; ``owner`` and ``mr`` must not both be given; the flags
+        must be ``bool``.
 
         Examples
         --------
@@ -185,8 +186,7 @@ class Buffer:
         >>> buf.device_id, buf.is_host_accessible, buf.is_device_accessible, buf.is_managed
         (-1, True, False, False)
         """
-        info = _driver.PointerInfo(device_id, bool(is_device_accessible),
-                                   bool(is_host_accessible), bool(is_managed))
+        info = (device_id, is_device_accessible, is_host_accessible, is_managed)
         return cls._new(ptr, size, owner, mr, stream, info)
 
     @classmethod
@@ -277,6 +277,7 @@ class Buffer:
         return self._closed
 
     def _pointer_info(self, attribute):
+        """(device_id, is_device_accessible, is_host_accessible, is_managed), cached."""
         info = self._info
         if info is None:
             if self._closed:
@@ -293,22 +294,22 @@ class Buffer:
     @property
     def device_id(self):
         """Device ordinal of the memory; -1 for host memory not tied to a device."""
-        return self._pointer_info("device_id").device_id
+        return self._pointer_info("device_id")[0]
 
     @property
     def is_device_accessible(self):
         """Whether kernels on a GPU can read and write the memory."""
-        return self._pointer_info("is_device_accessible").is_device_accessible
+        return self._pointer_info("is_device_accessible")[1]
 
     @property
     def is_host_accessible(self):
         """Whether the CPU can read and write the memory."""
-        return self._pointer_info("is_host_accessible").is_host_accessible
+        return self._pointer_info("is_host_accessible")[2]
 
     @property
     def is_managed(self):
         """Whether the memory is CUDA managed (unified) memory."""
-        return self._pointer_info("is_managed").is_managed
+        return self._pointer_info("is_managed")[3]
 
     def __eq__(self, other):
         if not isinstance(other, Buffer):
