@@ -1,0 +1,141 @@
+"""``copy(dst, src, stream=None)``: validate two views, plan, and run the plan.
+
+A view is anything with ``ptr`` (address of element zero), ``layout`` (a
+``StridedLayout``), ``dtype``, ``readonly``, ``is_device_accessible`` and ``device_id``,
+such as :class:`layoutkit.StridedMemoryView`.
+"""
+
+from layoutkit.copy.plan import broadcast_source_strides, byte_extent, plan_copy
+
+__all__ = ["copy"]
+
+_VIEW_ATTRIBUTES = ("ptr", "layout", "readonly", "is_device_accessible", "device_id")
+
+
+def _check_view(view, name):
+    missing = [a for a in _VIEW_ATTRIBUTES if not hasattr(view, a)]
+    if missing:
+        raise TypeError(
+            f"{name} must be a strided memory view (with {', '.join(_VIEW_ATTRIBUTES)}); "
+            f"got {type(view).__name__} without {', '.join(missing)}"
+        )
+
+
+def _check_dtypes(dst, src, dst_layout, src_layout):
+    dst_dtype = getattr(dst, "dtype", None)
+    src_dtype = getattr(src, "dtype", None)
+    if dst_dtype is not None and src_dtype is not None and dst_dtype != src_dtype:
+        raise TypeError(
+            f"dst dtype {dst_dtype} and src dtype {src_dtype} differ; copy does not convert"
+        )
+    if dst_layout.itemsize != src_layout.itemsize:
+        raise TypeError(
+            f"dst itemsize {dst_layout.itemsize} and src itemsize {src_layout.itemsize} differ; "
+            "copy does not convert"
+        )
+
+
+def _broadcast_src_strides(dst_layout, src_layout):
+    return broadcast_source_strides(dst_layout.shape, src_layout.shape, src_layout.strides)
+
+
+def _overlapping(dst, src, dst_layout, src_strides):
+    """Whether the byte ranges of the two views intersect (same memory space only)."""
+    if bool(dst.is_device_accessible) != bool(src.is_device_accessible):
+        return False
+    itemsize = dst_layout.itemsize
+    d_lo, d_hi = byte_extent(dst_layout.shape, dst_layout.strides, itemsize)
+    s_lo, s_hi = byte_extent(dst_layout.shape, src_strides, itemsize)
+    if d_lo == d_hi or s_lo == s_hi:
+        return False
+    return dst.ptr + d_lo < src.ptr + s_hi and src.ptr + s_lo < dst.ptr + d_hi
+
+
+def copy(dst, src, stream=None):
+    """Copy every element of ``src`` into ``dst``: any layouts, host or device.
+
+    Parameters
+    ----------
+    dst : StridedMemoryView
+        The destination; writable, with a unique layout (no two indices share memory).
+    src : StridedMemoryView
+        The source, with the same dtype; its shape must broadcast to ``dst``'s.
+    stream : None, int or stream object, optional
+        The CUDA stream that orders a copy involving device-accessible memory
+        (``None``: the legacy default stream). Ignored for host-to-host copies.
+
+    Notes
+    -----
+    Host-to-host copies are done when the call returns. A copy whose destination is
+    device-accessible memory is queued on ``stream``. A copy into host-only memory from
+    device memory returns once the data has arrived. Overlapping views are refused
+    (copy through a temporary instead), except a view copied onto itself, which is a
+    no-op.
+
+    Raises
+    ------
+    TypeError
+        When an argument is not a view, or the dtypes (itemsizes) differ.
+    ValueError
+        When the shapes do not broadcast, ``dst`` is read-only or not unique (a
+        broadcast), the views overlap, or they live on different devices that cannot
+        reach each other.
+
+    Examples
+    --------
+    Any object with the view attributes works; a NumPy array wrapped by hand:
+
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> from layoutkit import StridedLayout
+    >>> def host_view(array):
+    ...     layout = StridedLayout(array.shape, array.strides, array.itemsize, divide_strides=True)
+    ...     return SimpleNamespace(ptr=array.ctypes.data, layout=layout, dtype=array.dtype,
+    ...                            readonly=False, is_device_accessible=False, device_id=-1)
+    >>> a = np.arange(6, dtype=np.int16).reshape(2, 3)
+    >>> b = np.zeros((3, 2), dtype=np.int16)
+    >>> copy(host_view(b), host_view(a.T))
+    >>> b.tolist()
+    [[0, 3], [1, 4], [2, 5]]
+    """
+    _check_view(dst, "dst")
+    _check_view(src, "src")
+    dst_layout, src_layout = dst.layout, src.layout
+    _check_dtypes(dst, src, dst_layout, src_layout)
+    src_strides = _broadcast_src_strides(dst_layout, src_layout)
+    if dst.readonly:
+        raise ValueError("dst is read-only")
+    if dst_layout.volume == 0:
+        return
+    if not dst_layout.is_unique:
+        raise ValueError(
+            f"dst layout is not unique (shape {dst_layout.shape}, strides {dst_layout.strides}): "
+            "a broadcast destination cannot be written"
+        )
+    if _overlapping(dst, src, dst_layout, src_strides):
+        if dst.ptr == src.ptr and tuple(dst_layout.strides) == tuple(src_strides):
+            return
+        raise ValueError(
+            "dst and src overlap in memory; copy src into a temporary first "
+            "(e.g. a dense copy) and copy that into dst"
+        )
+    dst_on_device = bool(dst.is_device_accessible)
+    src_on_device = bool(src.is_device_accessible)
+    plan = plan_copy(
+        dst_layout.shape,
+        dst_layout.strides,
+        src_strides,
+        dst_layout.itemsize,
+        dst.ptr,
+        src.ptr,
+        dst_on_device,
+        src_on_device,
+    )
+    if not dst_on_device and not src_on_device:
+        from layoutkit.copy.cpu import run_host_plan
+
+        run_host_plan(plan, dst.ptr, src.ptr)
+        return
+    from layoutkit.copy._transfer import run_device_plan
+
+    run_device_plan(plan, dst, src, dst_layout, src_strides, stream)

@@ -1,0 +1,84 @@
+"""Load and store one unit of 1, 2, 4, 8 or 16 bytes at a raw address, in compiled code.
+
+Two Numba intrinsics shared by the CPU (``@njit``) and GPU (``@cuda.jit``) copy kernels.
+The unit's type is given by a prototype value: ``uint8`` ... ``uint64`` for 1 to 8 bytes,
+a pair of ``uint64`` for 16 bytes (one vector access: ``ld.global.v2.u64`` on a GPU).
+Addresses must be aligned to the unit size; the planner guarantees it.
+
+On a GPU the accesses go through the global address space.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+#: A prototype value of each unit size, passed to the kernels to select the unit type.
+UNIT_PROTOTYPES = {
+    1: np.uint8(0),
+    2: np.uint16(0),
+    4: np.uint32(0),
+    8: np.uint64(0),
+    16: (np.uint64(0), np.uint64(0)),
+}
+
+_PAIR = ir.VectorType(ir.IntType(64), 2)
+
+
+def _is_cuda(context):
+    return type(context).__module__.startswith("numba.cuda")
+
+
+def _pointer(context, builder, address, value_type):
+    space = 1 if _is_cuda(context) else 0
+    return builder.inttoptr(address, ir.PointerType(value_type, addrspace=space))
+
+
+def _check_unit(unit):
+    if isinstance(unit, types.UniTuple) and unit.count == 2 and unit.dtype == types.uint64:
+        return True
+    return isinstance(unit, types.Integer) and not unit.signed and unit.bitwidth <= 64
+
+
+@intrinsic
+def load_unit(typingctx, address, prototype):
+    """Load the unit at integer ``address``; its type is that of ``prototype``."""
+    if not isinstance(address, types.Integer) or not _check_unit(prototype):
+        return None
+
+    def codegen(context, builder, signature, args):
+        address_value = builder.zext(args[0], ir.IntType(64)) if address.bitwidth < 64 else args[0]
+        if isinstance(prototype, types.UniTuple):
+            vector = builder.load(_pointer(context, builder, address_value, _PAIR), align=16)
+            parts = [
+                builder.extract_element(vector, ir.Constant(ir.IntType(32), i)) for i in (0, 1)
+            ]
+            return context.make_tuple(builder, signature.return_type, parts)
+        value_type = ir.IntType(prototype.bitwidth)
+        pointer = _pointer(context, builder, address_value, value_type)
+        return builder.load(pointer, align=prototype.bitwidth // 8)
+
+    return prototype(address, prototype), codegen
+
+
+@intrinsic
+def store_unit(typingctx, address, value):
+    """Store ``value`` (a unit, as returned by :func:`load_unit`) at integer ``address``."""
+    if not isinstance(address, types.Integer) or not _check_unit(value):
+        return None
+
+    def codegen(context, builder, signature, args):
+        address_value = builder.zext(args[0], ir.IntType(64)) if address.bitwidth < 64 else args[0]
+        if isinstance(value, types.UniTuple):
+            vector = ir.Constant(_PAIR, ir.Undefined)
+            for i in (0, 1):
+                part = builder.extract_value(args[1], i)
+                vector = builder.insert_element(vector, part, ir.Constant(ir.IntType(32), i))
+            builder.store(vector, _pointer(context, builder, address_value, _PAIR), align=16)
+        else:
+            value_type = ir.IntType(value.bitwidth)
+            pointer = _pointer(context, builder, address_value, value_type)
+            builder.store(args[1], pointer, align=value.bitwidth // 8)
+        return context.get_dummy_value()
+
+    return types.none(address, value), codegen

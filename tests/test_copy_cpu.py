@@ -1,0 +1,144 @@
+"""Host-to-host copies: every byte of both buffers checked against ``np.copyto``."""
+
+import numpy as np
+import pytest
+from _copy_cases import copy_cases, expected_bytes
+from hypothesis import given, settings
+
+import layoutkit
+from layoutkit.copy import copy
+from layoutkit.layout import StridedLayout
+
+
+class HostView:
+    """The view attributes ``copy`` reads, over a NumPy array (no driver involved)."""
+
+    is_device_accessible = False
+    device_id = -1
+
+    def __init__(self, array, readonly=None):
+        self.array = array
+        self.ptr = array.__array_interface__["data"][0]
+        self.layout = StridedLayout(array.shape, array.strides, array.itemsize, divide_strides=True)
+        self.dtype = array.dtype
+        self.readonly = not array.flags.writeable if readonly is None else readonly
+
+
+def view(array, **kwargs):
+    return HostView(array, **kwargs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(copy_cases())
+def test_random_layouts_match_copyto(case):
+    dst_buffer, dst, src_buffer, src = case
+    expected = expected_bytes(dst_buffer, dst, src)
+    source_before = src_buffer.copy()
+    copy(view(dst), view(src))
+    np.testing.assert_array_equal(dst_buffer, expected)
+    np.testing.assert_array_equal(src_buffer, source_before)
+
+
+@pytest.mark.parametrize("dtype", ["u1", "i2", "f4", "f8", "c16", "V3", "V12"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda a: a.T,
+        lambda a: a[::-1, ::2],
+        lambda a: a[1:, :-1].T[::-1],
+        lambda a: a[:, 3],
+        lambda a: a[2],
+        lambda a: a[..., None, :],
+    ],
+    ids=["transpose", "reverse-step", "slice-transpose", "column", "row", "newaxis"],
+)
+def test_named_layouts(dtype, make):
+    rng = np.random.default_rng(0)
+    base = np.frombuffer(rng.bytes(37 * 41 * np.dtype(dtype).itemsize), dtype=dtype).reshape(37, 41)
+    src = make(base)
+    dst = np.zeros(src.shape, dtype)
+    copy(view(dst), view(src))
+    assert dst.tobytes() == np.ascontiguousarray(src).tobytes()
+
+
+def test_broadcast_source_and_zero_d():
+    dst = np.zeros((3, 4), np.float32)
+    copy(view(dst), view(np.arange(4, dtype=np.float32)))
+    np.testing.assert_array_equal(dst, np.broadcast_to(np.arange(4, dtype=np.float32), (3, 4)))
+    scalar = np.zeros((), np.float64)
+    copy(view(scalar), view(np.array(2.5)))
+    assert scalar == 2.5
+    copy(view(np.zeros((0, 3), "i4")), view(np.ones(3, "i4")))
+
+
+def test_large_transpose_matches_numpy():
+    src = np.arange(700 * 900, dtype=np.uint16).reshape(700, 900)
+    dst = np.empty((900, 700), np.uint16)
+    copy(view(dst), view(src.T))
+    np.testing.assert_array_equal(dst, src.T)
+
+
+def test_same_view_is_a_no_op():
+    a = np.arange(10.0)
+    copy(view(a), view(a))
+    np.testing.assert_array_equal(a, np.arange(10.0))
+
+
+@pytest.mark.parametrize(
+    ("dst", "src", "error", "message"),
+    [
+        (
+            np.zeros(3, "f4"),
+            np.zeros(4, "f4"),
+            ValueError,
+            r"src shape \(4,\) cannot be broadcast to dst shape \(3,\)",
+        ),
+        (
+            np.zeros(3, "f4"),
+            np.zeros(3, "i4"),
+            TypeError,
+            "dst dtype float32 and src dtype int32 differ",
+        ),
+        (
+            np.zeros(3, "f4"),
+            np.zeros(3, "f8"),
+            TypeError,
+            "dst dtype float32 and src dtype float64 differ",
+        ),
+        (np.broadcast_to(np.zeros(1, "f4"), (3,)), np.ones(3, "f4"), ValueError, "read-only"),
+    ],
+)
+def test_bad_input_writes_nothing(dst, src, error, message):
+    before = dst.copy()
+    with pytest.raises(error, match=message):
+        copy(view(dst), view(src))
+    np.testing.assert_array_equal(dst, before)
+
+
+def test_broadcast_destination_is_refused():
+    target = np.zeros(1, "f4")
+    dst = np.lib.stride_tricks.as_strided(target, shape=(3,), strides=(0,))
+    with pytest.raises(ValueError, match="dst layout is not unique"):
+        copy(view(dst, readonly=False), view(np.ones(3, "f4")))
+    assert target[0] == 0
+
+
+def test_overlap_is_refused():
+    a = np.arange(10, dtype=np.int32)
+    with pytest.raises(ValueError, match="dst and src overlap"):
+        copy(view(a[1:]), view(a[:-1]))
+    np.testing.assert_array_equal(a, np.arange(10))
+    copy(view(a[:5]), view(a[5:]))
+    np.testing.assert_array_equal(a[:5], np.arange(5, 10))
+
+
+def test_not_a_view():
+    with pytest.raises(TypeError, match="dst must be a strided memory view"):
+        copy(np.zeros(3), view(np.zeros(3)))
+
+
+def test_package_is_callable_as_layoutkit_copy():
+    a = np.arange(4, dtype=np.int8)
+    b = np.zeros(4, dtype=np.int8)
+    layoutkit.copy(view(b), view(a[::-1]))
+    np.testing.assert_array_equal(b, a[::-1])
