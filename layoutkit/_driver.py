@@ -183,7 +183,9 @@ def _call(name, *args):
     """Call driver function ``name`` and return its results without the status.
 
     Initialises the driver and retries once on ``CUDA_ERROR_NOT_INITIALIZED``.
-    Returns ``None``, the single result, or a tuple of results.
+    Returns ``None``, the single result, or a tuple of results. Sibling modules use
+    it (with :func:`_bindings` for enums and handle types) for driver calls that
+    have no named helper here, e.g. ``_call("cuEventCreate", 0x2)``.
     """
     result = _invoke(name, args)
     driver = _bindings()
