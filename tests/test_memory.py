@@ -10,6 +10,7 @@ import gc
 import pickle
 import subprocess
 import sys
+import threading
 import tracemalloc
 import weakref
 
@@ -187,6 +188,25 @@ def test_deallocation_stream_is_recorded_and_close_can_override_it():
     del overridden
     gc.collect()
     assert [stream for _, _, stream in mr.deallocations] == [3, 7]
+
+
+def test_concurrent_close_deallocates_exactly_once():
+    mr = RecordingResource()
+    buffers = [mr.allocate(8) for _ in range(200)]
+    start = threading.Barrier(4)
+
+    def close_all():
+        start.wait()
+        for buf in buffers:
+            buf.close()
+
+    threads = [threading.Thread(target=close_all) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(mr.deallocations) == len(buffers)
+    assert all(buf.is_closed for buf in buffers)
 
 
 def test_buffer_keeps_its_memory_resource_alive_until_close():

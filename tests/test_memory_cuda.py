@@ -175,12 +175,15 @@ def test_managed_resource_round_trip(device):
 
 def test_garbage_collected_device_buffers_are_freed(device):
     mr = DeviceMemoryResource(0)
-    free_before, total = _driver._call("cuMemGetInfo")
+    _, total = _driver._call("cuMemGetInfo")
     chunk = 1 << 30
     for _ in range(2 * total // chunk):  # twice the device's memory, one GiB at a time
         buf = mr.allocate(chunk)
-        del buf
-        gc.collect()
+        del buf  # the last reference: the finalizer frees it now
+    cycle = [mr.allocate(chunk)]
+    cycle.append(cycle)
+    del cycle
+    gc.collect()
     device.sync()
     assert _driver._call("cuMemGetInfo")[0] > 0
 
