@@ -528,7 +528,7 @@ def apply_index(lay, n, offset, items, k, out, cap):
 def repack(lay, n, offset, itemsize, new_itemsize, axis, out, cap):
     """Reinterpret elements of ``itemsize`` bytes as elements of ``new_itemsize`` bytes.
 
-    The stride along ``axis`` must be 1 (unless the volume is 0). Packing (larger items)
+    The stride along ``axis`` must be 1 (unless the volume is 0 or the extent 1). Packing (larger items)
     needs ``new_itemsize % itemsize == 0`` and the extent along ``axis``, the offset and
     every other stride (of an extent above 1) divisible by the ratio; unpacking needs ``itemsize % new_itemsize
     == 0``. Returns (status, new offset); the status is ``INCOMPATIBLE`` with a reason
@@ -539,8 +539,10 @@ def repack(lay, n, offset, itemsize, new_itemsize, axis, out, cap):
     for i in range(n):
         out[i] = lay[i]
         out[cap + i] = lay[n + i]
-    if vol != 0 and lay[n + axis] != 1:
+    if vol != 0 and lay[axis] != 1 and lay[n + axis] != 1:
         return INCOMPATIBLE, 1
+    if vol != 0:
+        out[cap + axis] = 1  # an extent-1 axis may have had any stride
     if new_itemsize > itemsize:
         k = new_itemsize // itemsize
         if lay[axis] % k != 0:
