@@ -188,32 +188,33 @@ def check_view_accessible(view, name, on_device, device_id=None):
     device_id : int, optional
         The device the kernel runs on; checked when ``on_device``.
     """
-    buffer = getattr(view, "buffer", None)
+    # ``_buffer``: a StridedMemoryView's buffer if one was made (only a made buffer can
+    # have been closed); reading ``buffer`` would make one per launch
+    buffer = getattr(view, "_buffer", None)
     if buffer is not None and buffer.is_closed:
-        raise ValueError(f"{name}: the view's buffer is closed")
+        raise BufferError(f"{name}: the view's buffer is closed")
+    device_accessible = view.is_device_accessible
     if on_device:
-        if not view.is_device_accessible:
+        if not device_accessible:
             raise ValueError(
                 f"{name}: a host-only view (device_id={view.device_id}) cannot be passed to "
                 "a GPU kernel; copy it to device memory first"
             )
-        if device_id is not None and view.device_id != device_id and not _is_host_visible(view):
+        if device_id is not None and view.device_id != device_id and not _is_host_accessible(view):
             raise ValueError(
                 f"{name}: the view lives on device {view.device_id} but the kernel runs on "
                 f"device {device_id}"
             )
-    elif not _is_host_visible(view):
+    elif device_accessible and not _is_host_accessible(view):
         raise ValueError(
             f"{name}: a device-only view (device_id={view.device_id}) cannot be passed to "
             "@njit code; copy it to host memory first"
         )
 
 
-def _is_host_visible(view):
+def _is_host_accessible(view):
     buffer = getattr(view, "buffer", None)
-    if buffer is not None:
-        return bool(buffer.is_host_accessible)
-    return not view.is_device_accessible
+    return buffer is not None and bool(buffer.is_host_accessible)
 
 
 def _host_arguments(view):
@@ -241,11 +242,18 @@ class _StridedViewModel(models.StructModel):
 
 make_attribute_wrapper(StridedViewType, "shape", "shape")
 make_attribute_wrapper(StridedViewType, "strides", "strides")
+make_attribute_wrapper(StridedViewType, "offset", "_slice_offset")
 
 
-def register_python_type(cls):
-    """Let ``@njit`` type instances of ``cls`` (a StridedMemoryView class) as views."""
-    typeof_impl.register(cls)(lambda view, context: view_numba_type(view))
+def _register_strided_memory_view():
+    """Let ``@njit`` type ``StridedMemoryView`` arguments (unless the class says itself)."""
+    from layoutkit.memoryview import StridedMemoryView
+
+    if not hasattr(StridedMemoryView, "_numba_type_"):
+        typeof_impl.register(StridedMemoryView)(lambda view, context: view_numba_type(view))
+
+
+_register_strided_memory_view()
 
 
 @unbox(StridedViewType)
@@ -511,6 +519,47 @@ def _view_size(typingctx, view):
     return types.int64(view), codegen
 
 
+@overload_attribute(StridedViewType, "layout")
+def _ov_layout(view):
+    from layoutkit._numba_layout import make_layout
+
+    itemsize = numpy_support.as_dtype(view.dtype).itemsize
+    return lambda view: make_layout(view.shape, view.strides, itemsize, view._slice_offset)
+
+
+@overload_method(StridedViewType, "with_layout")
+def _ov_view(view, layout):
+    from layoutkit._numba_layout import StridedLayoutType
+
+    if not isinstance(layout, StridedLayoutType):
+        raise TypingError(f"with_layout() of {view} needs a StridedLayout, got {layout}")
+    return lambda view, layout: _view_with_layout(view, layout)
+
+
+@intrinsic
+def _view_with_layout(typingctx, view, layout):
+    result = view.copy(ndim=layout.ndim, layout="A")
+
+    def codegen(context, builder, sig, args):
+        typ, layout_type = sig.args
+        struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
+        new_layout = cgutils.create_struct_proxy(layout_type)(context, builder, value=args[1])
+        ndim = layout_type.ndim
+        shift = builder.sub(new_layout.slice_offset, struct.offset)
+        new = _make_view(
+            context,
+            builder,
+            sig.return_type,
+            builder.gep(struct.data, [shift]),
+            cgutils.unpack_tuple(builder, new_layout.shape, ndim),
+            cgutils.unpack_tuple(builder, new_layout.strides, ndim),
+            new_layout.slice_offset,
+        )
+        return new._getvalue()
+
+    return result(view, layout), codegen
+
+
 @overload_method(StridedViewType, "permuted")
 def _ov_permuted(view, axis_order):
     if not (
@@ -562,3 +611,29 @@ def _stack_array(builder, values):
     for position, value in enumerate(values):
         builder.store(value, builder.gep(array, [ir.Constant(ir.IntType(64), position)]))
     return array
+
+
+class BoundsCheckedView:
+    """A view whose indexing in compiled code checks every index against its extent.
+
+    Pass it to ``@njit`` functions (or ``@cuda.jit(debug=True)`` kernels) in place of the
+    view: an out-of-range index raises ``IndexError`` instead of touching memory outside
+    the view. Attributes are those of the wrapped view.
+
+    Parameters
+    ----------
+    view : StridedMemoryView
+        The view to check.
+    """
+
+    __slots__ = ("view",)
+
+    def __init__(self, view):
+        self.view = view
+
+    @property
+    def _numba_type_(self):
+        return view_numba_type(self.view, boundscheck=True)
+
+    def __getattr__(self, name):
+        return getattr(self.view, name)
