@@ -142,7 +142,7 @@ def merge_mask(lay, n):
 
 
 @njit(cache=True)
-def _is_contiguous_along(lay, n, order, base):
+def is_contiguous_along(lay, n, order, base):
     """C-contiguity along the axis order ``order[base:base+n]`` (slowest first)."""
     expected = 1
     for k in range(n - 1, -1, -1):
@@ -157,7 +157,7 @@ def _is_contiguous_along(lay, n, order, base):
 
 
 @njit(cache=True)
-def _is_contiguous_c(lay, n):
+def is_contiguous_c(lay, n):
     expected = 1
     for ax in range(n - 1, -1, -1):
         e = lay[ax]
@@ -170,7 +170,7 @@ def _is_contiguous_c(lay, n):
 
 
 @njit(cache=True)
-def _is_contiguous_f(lay, n):
+def is_contiguous_f(lay, n):
     expected = 1
     for ax in range(n):
         e = lay[ax]
@@ -183,7 +183,7 @@ def _is_contiguous_f(lay, n):
 
 
 @njit(cache=True)
-def _is_unique(lay, n, order, base):
+def is_unique_nested(lay, n, order, base):
     """Whether no two indices share an offset (sufficient test; see StridedLayout.is_unique).
 
     Walking from the fastest axis, each axis must step over everything the faster axes
@@ -247,13 +247,13 @@ def analyze(lay, n, itemsize, offset, info):
     info[INFO_MIN] = lo
     info[INFO_MAX] = hi
     flags = 0
-    if _is_contiguous_c(lay, n):
+    if is_contiguous_c(lay, n):
         flags |= FLAG_C
-    if _is_contiguous_f(lay, n):
+    if is_contiguous_f(lay, n):
         flags |= FLAG_F
-    if _is_contiguous_along(lay, n, info, INFO_ORDER):
+    if is_contiguous_along(lay, n, info, INFO_ORDER):
         flags |= FLAG_ANY
-    if _is_unique(lay, n, info, INFO_ORDER):
+    if is_unique_nested(lay, n, info, INFO_ORDER):
         flags |= FLAG_UNIQUE
     info[INFO_FLAGS] = flags
     info[INFO_MASK] = merge_mask(lay, n)
@@ -268,10 +268,7 @@ def offsets_are_distinct(lay, n, offset, volume, scratch):
     """
     c_offsets(lay, n, offset, scratch)
     scratch.sort()
-    for i in range(1, volume):
-        if scratch[i] == scratch[i - 1]:
-            return False
-    return True
+    return not (scratch[1:] == scratch[:-1]).any()
 
 
 @njit(cache=True)

@@ -896,6 +896,13 @@ class StridedLayout:
             text += f", slice_offset={self._offset}"
         return text + ")"
 
+    @property
+    def _numba_type_(self):
+        """The Numba type of this layout (lets ``@njit`` code take layouts as arguments)."""
+        from ._numba_layout import layout_type
+
+        return layout_type(len(self._shape))
+
     def _repr_html_(self):
         from ._display import layout_html
 
