@@ -26,7 +26,7 @@ class SimulatedView:
     --------
     >>> import numpy as np
     >>> view = SimulatedView(np.arange(12.0).reshape(3, 4)[:, ::-2])
-    >>> view.shape, view.strides, view[0, 0], view[1:, 1].shape
+    >>> view.shape, view.strides, float(view[0, 0]), view[1:, 1].shape
     ((3, 2), (4, -2), 3.0, (2,))
     >>> view[-1, -1] = 7.0
     >>> float(view[2, 1])
