@@ -185,8 +185,9 @@ def check_view_accessible(view, name, on_device, device_id=None):
         How to name the argument in messages.
     on_device : bool
         True for a GPU kernel, False for ``@njit`` (host) code.
-    device_id : int, optional
-        The device the kernel runs on; checked when ``on_device``.
+    device_id : int or callable, optional
+        The device the kernel runs on (or a function returning it, called only when the
+        view's device must be compared); checked when ``on_device``.
     """
     # ``_buffer``: a StridedMemoryView's buffer if one was made (only a made buffer can
     # have been closed); reading ``buffer`` would make one per launch
@@ -200,6 +201,8 @@ def check_view_accessible(view, name, on_device, device_id=None):
                 f"{name}: a host-only view (device_id={view.device_id}) cannot be passed to "
                 "a GPU kernel; copy it to device memory first"
             )
+        if callable(device_id):
+            device_id = device_id()
         if device_id is not None and view.device_id != device_id and not _is_host_accessible(view):
             raise ValueError(
                 f"{name}: the view lives on device {view.device_id} but the kernel runs on "

@@ -64,7 +64,7 @@ class ViewArgumentHandler:
             return ty, val
         from layoutkit import _driver
 
-        check_view_accessible(val, "view argument", True, _driver.current_device_id())
+        check_view_accessible(val, "view argument", True, _driver.ensure_context)
         values = view_arguments(val)
         return _parameters_type(len(values)), values
 

@@ -85,7 +85,6 @@ class ViewKernel:
         from layoutkit import _driver
 
         stream_ptr = None
-        device_id = None
         converted = []
         for position, arg in enumerate(args):
             view = _as_view(arg)
@@ -95,10 +94,10 @@ class ViewKernel:
             if view is _NEEDS_STREAM:
                 stream_ptr = _stream_pointer(stream) if stream_ptr is None else stream_ptr
                 view = _import_view(arg, stream_ptr)
-            if device_id is None:
-                device_id = _driver.current_device_id()
             converted.append(
-                launch_argument(view, f"argument {position}", device_id, self._boundscheck)
+                launch_argument(
+                    view, f"argument {position}", _driver.ensure_context, self._boundscheck
+                )
             )
         return tuple(converted)
 

@@ -1,0 +1,170 @@
+"""Every device code path of views, typed and lowered for CUDA with ``compile_ptx`` (no GPU).
+
+numba-cuda compiles the implementations behind ``@overload`` as device functions for the
+current device's compute capability; without a GPU a fixture makes that capability 9.0,
+the one the kernels themselves are compiled for.
+"""
+
+import re
+
+import numpy as np
+import pytest
+from numba import cuda, types
+from numba.np import numpy_support
+
+import layoutkit.cuda
+from layoutkit._numba_view import StridedViewType, strided_view_type
+from layoutkit.cuda import LaunchArgument, extension
+from layoutkit.memoryview import StridedMemoryView
+
+CC = (9, 0)
+
+
+@pytest.fixture(autouse=True)
+def compute_capability_without_gpu(monkeypatch):
+    if cuda.is_available():
+        return
+    import numba.cuda.dispatcher
+
+    class _Device:
+        compute_capability = CC
+
+    monkeypatch.setattr(numba.cuda.dispatcher, "get_current_device", lambda: _Device())
+
+
+def view_type(dtype, ndim, layout="A", **flags):
+    return strided_view_type(numpy_support.from_dtype(np.dtype(dtype)), ndim, layout, **flags)
+
+
+def compile_kernel(function, argument_types):
+    ptx, _ = cuda.compile_ptx(function, argument_types, cc=CC)
+    return ptx
+
+
+def entry_parameter_count(ptx):
+    entry = ptx[ptx.index(".entry") :]
+    return entry[: entry.index(")")].count(".param")
+
+
+def scaled_copy(source, destination, factor):
+    i, j = cuda.grid(2)
+    if i < destination.shape[0] and j < destination.shape[1]:
+        destination[i, j] = source[i, j] * factor
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "A"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.complex64])
+def test_scaled_copy_compiles_for_every_layout_kind(dtype, layout):
+    source = view_type(dtype, 2, layout, readonly=True)
+    destination = view_type(dtype, 2, layout)
+    ptx = compile_kernel(scaled_copy, (source, destination, types.float32))
+    # a 2-d view is 6 parameters: data, 2 extents, 2 strides, offset
+    assert entry_parameter_count(ptx) == 6 + 6 + 1
+
+
+def test_c_layout_folds_the_innermost_stride():
+    def load_row(source, destination):
+        j = cuda.threadIdx.x
+        destination[0, j] = source[0, j]
+
+    folded = compile_kernel(load_row, (view_type("f4", 2, "C"), view_type("f4", 2, "C")))
+    general = compile_kernel(load_row, (view_type("f4", 2, "A"), view_type("f4", 2, "A")))
+    # the general kernel multiplies j by a stride parameter; the folded one uses j as is
+    assert len(re.findall(r"mul\.(lo|wide)\.[su]64", folded)) < len(
+        re.findall(r"mul\.(lo|wide)\.[su]64", general)
+    )
+
+
+def every_view_feature(view, out, i):
+    # loads with negative indices, slices, None and Ellipsis, attributes, derived views
+    total = view[i, -1] + view[-1, 0]
+    sliced = view[1:, ::-2]
+    total += sliced[0, 0] + view[None, 0, ...][0, 1] + view[i][0] + view[...][0, 0]
+    transposed = view.permuted((1, 0))
+    total += transposed[0, i] + view.size + view.ndim + view.shape[1] + view.strides[0]
+    layout = view.layout
+    total += layout.slice_offset + layout.permuted((1, 0)).strides[0]
+    total += view.with_layout(layout.permuted((1, 0)))[0, 0]
+    if layout.is_contiguous_c:
+        total += 1
+    out[0] = total
+
+
+@pytest.mark.parametrize("boundscheck", [False, True])
+def test_every_view_feature_compiles(boundscheck):
+    argument_types = (
+        view_type("f8", 2, "A", readonly=True, boundscheck=boundscheck),
+        view_type("f8", 1, "C", boundscheck=boundscheck),
+        types.int64,
+    )
+    ptx = compile_kernel(every_view_feature, argument_types)
+    assert entry_parameter_count(ptx) == 6 + 4 + 1
+
+
+@pytest.mark.parametrize("ndim", [0, 1, 3, 8])
+def test_parameters_per_view_are_two_per_axis_plus_two(ndim):
+    namespace = {}
+    index = "(" + "".join("0, " for _ in range(ndim)) + ")"
+    exec(f"def store(view):\n    view[{index}] = view[{index}] + 1", namespace)
+    ptx = compile_kernel(namespace["store"], (view_type("i4", ndim, "A"),))
+    assert entry_parameter_count(ptx) == 2 * ndim + 2
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint64, np.complex128, np.float16])
+def test_element_types(dtype):
+    def flip(view):
+        view[0] = view[1]
+
+    compile_kernel(flip, (view_type(dtype, 1, "C"),))
+
+
+def test_store_into_read_only_view_fails_with_a_clear_message():
+    def store(view):
+        view[0] = 1.0
+
+    with pytest.raises(Exception, match="the view is read-only") as info:
+        compile_kernel(store, (view_type("f4", 1, "C", readonly=True),))
+    assert type(info.value).__name__ == "TypingError"
+
+
+def test_extension_passes_other_arguments_through():
+    assert extension.prepare_args(types.int64, 5) == (types.int64, 5)
+
+
+def test_extension_flattens_prepared_views():
+    argument = LaunchArgument(view_type("f4", 2, "A"), (1024, 2, 3, 3, 1, 0))
+    parameter_type, values = extension.prepare_args(argument._numba_type_, argument)
+    assert values == (1024, 2, 3, 3, 1, 0)
+    assert len(parameter_type) == 6 and all(isinstance(t, types.CPointer) for t in parameter_type)
+
+
+def test_extension_refuses_host_only_views():
+    view = StridedMemoryView.from_array_interface(np.zeros((2, 3), np.float32))
+    numba_type = view_type("f4", 2, "C")
+    with pytest.raises(ValueError, match="a host-only view .device_id=-1. cannot be passed"):
+        extension.prepare_args(numba_type, view)
+
+
+def test_jit_refuses_host_only_views_before_launching():
+    kernel = layoutkit.cuda.jit(scaled_copy)
+    source = StridedMemoryView.from_array_interface(np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match="argument 0: a host-only view"):
+        kernel[1, (2, 3)](source, source, 1.0)
+
+
+def test_view_type_is_registered_for_cuda_typing():
+    from numba.cuda.typing.typeof import Purpose, typeof
+
+    view = StridedMemoryView.from_array_interface(np.zeros((2, 3), np.float32)[:, ::2])
+    assert typeof(view, Purpose.argument) == view_type("f4", 2, "A")
+    assert isinstance(typeof(view, Purpose.argument), StridedViewType)
+
+
+def test_prepare_rejects_unsupported_argument_types():
+    from layoutkit.cuda._launcher import _parameter_format
+
+    assert _parameter_format(view_type("f4", 3, "A")) == ("q" * 8, True)
+    assert _parameter_format(types.float32) == ("f4x", False)
+    with pytest.raises(TypeError, match="prepare.. supports views and integer, float and bool"):
+        _parameter_format(types.complex64)
+
