@@ -167,4 +167,3 @@ def test_prepare_rejects_unsupported_argument_types():
     assert _parameter_format(types.float32) == ("f4x", False)
     with pytest.raises(TypeError, match="prepare.. supports views and integer, float and bool"):
         _parameter_format(types.complex64)
-
