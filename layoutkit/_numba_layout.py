@@ -648,7 +648,23 @@ def _order_f(lay, n, order):
         order[i] = n - 1 - i
 
 
-_ORDER_FILLERS = {"K": _order_k, "C": _order_c, "F": _order_f}
+@register_jitable
+def _keep_k(layout):
+    return layout.is_dense
+
+
+@register_jitable
+def _keep_c(layout):
+    return layout.is_dense and layout.is_contiguous_c
+
+
+@register_jitable
+def _keep_f(layout):
+    return layout.is_dense and layout.is_contiguous_f
+
+
+# per stride order: (fill the axis order, whether the layout already is that dense layout)
+_ORDER_FILLERS = {"K": (_order_k, _keep_k), "C": (_order_c, _keep_c), "F": (_order_f, _keep_f)}
 
 
 @overload_method(StridedLayoutType, "to_dense")
@@ -659,13 +675,17 @@ def _to_dense(layout, stride_order="K"):
         value = stride_order.value
     else:
         value = getattr(stride_order, "literal_value", stride_order)
-    fill_order = _ORDER_FILLERS.get(value) if isinstance(value, str) else None
-    if fill_order is None:
+    fillers = _ORDER_FILLERS.get(value) if isinstance(value, str) else None
+    if fillers is None:
         raise TypingError(
             f"to_dense in compiled code takes the literal 'K', 'C' or 'F', got {stride_order}"
         )
 
+    fill_order, already_dense = fillers
+
     def impl(layout, stride_order="K"):
+        if already_dense(layout):
+            return layout  # as the Python class: a dense layout is its own dense version
         lay = _stack_int64(n2)
         order = _stack_int64(n)
         out = _stack_int64(n)
