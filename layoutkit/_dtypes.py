@@ -32,6 +32,7 @@ __all__ = [
     "as_dtype",
     "dlpack_itemsize",
     "from_dlpack_dtype",
+    "is_numpy_dlpack_dtype",
     "to_dlpack_dtype",
 ]
 
@@ -167,6 +168,18 @@ def as_dtype(dtype, argname="dtype"):
     if dtype.hasobject:
         raise TypeError(f"{argname}={dtype!r} holds Python objects; a memory view needs plain data")
     return dtype
+
+
+def is_numpy_dlpack_dtype(dtype):
+    """Whether ``dtype`` is one of NumPy's own dtypes that DLPack carries (bool, ints, floats, complex).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_numpy_dlpack_dtype(np.dtype("uint16")), is_numpy_dlpack_dtype(np.dtype("M8[s]"))
+    (True, False)
+    """
+    return dtype in _NUMPY_TO_DL
 
 
 def _describe(code, bits, lanes):

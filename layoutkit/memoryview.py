@@ -33,10 +33,11 @@ import warnings
 
 import numpy as np
 
+from . import _dtypes
 from ._dtypes import as_dtype, dlpack_itemsize, from_dlpack_dtype, to_dlpack_dtype
 from .interop import dlpack as _dlpack
 from .interop.cai import cuda_interface_dict, read_cuda_array_interface
-from .interop.host import interface_dict, read_array_interface
+from .interop.host import interface_dict, ndarray_data_pointer, read_array_interface
 from .layout import StridedLayout
 from .memory import Buffer
 
@@ -47,10 +48,25 @@ _kDLCUDA = _dlpack.kDLCUDA
 _kDLCUDAHost = _dlpack.kDLCUDAHost
 _kDLCUDAManaged = _dlpack.kDLCUDAManaged
 _ndarray = np.ndarray
+_HOST = (-1, False, True, False)  # where host memory is: see StridedMemoryView._where
+_CPU_DEVICE = (_kDLCPU, 0)
+# type characters of the NumPy dtypes DLPack carries (what NumPy's own export accepts)
+_DLPACK_CHARS = frozenset(
+    char for char in np.typecodes["All"] if _dtypes.is_numpy_dlpack_dtype(np.dtype(char))
+)
 
 
 def _is_dlpack(obj):
     return hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
+
+
+def _check_null(shape, what):
+    """Refuse a null data pointer for a tensor that has elements."""
+    volume = 1
+    for extent in shape:
+        volume *= extent
+    if volume:
+        raise BufferError(f"{what} has a null data pointer but {volume} elements")
 
 
 def _shifted(layout):
@@ -62,6 +78,37 @@ def _shifted(layout):
         layout.shape, layout.strides, layout.itemsize, layout.slice_offset - low,
         f"view layout {layout!r}",
     )  # fmt: skip
+
+
+# Lazy layout builders: (shape, strides, itemsize) as each kind of import found them.
+def _layout_of_ndarray(shape, byte_strides, itemsize):
+    """NumPy's own (valid, int64-safe) values: no checks beyond the itemsize division."""
+    strides = tuple([stride // itemsize for stride in byte_strides])
+    low = 0
+    for extent, stride in zip(shape, strides, strict=True):
+        if stride < 0:
+            low += (extent - 1) * stride
+    return StridedLayout._trusted(shape, strides, itemsize, -low)
+
+
+def _layout_of_dlpack(shape, strides, itemsize):
+    """A DLPack tensor's int64 values: extents and overflow checked, strides in elements."""
+    ndim = len(shape)
+    if ndim > 64 or any(extent < 0 for extent in shape):
+        raise BufferError(f"DLPack tensor has an invalid shape {shape}")
+    if strides is None:  # a legacy producer's NULL strides: C order
+        return StridedLayout(shape, None, itemsize)
+    return _shifted(StridedLayout._checked(shape, strides, itemsize, 0, "DLPack tensor"))
+
+
+def _layout_of_tensor(tensor, _, itemsize):
+    """An imported DLPack tensor's layout, its shape and strides read only now."""
+    return _layout_of_dlpack(tensor.shape, tensor.strides, itemsize)
+
+
+def _layout_of_interface(shape, byte_strides, itemsize):
+    """An array interface dict's values: fully validated, strides in bytes (None: C order)."""
+    return _shifted(StridedLayout(shape, byte_strides, itemsize, divide_strides=True))
 
 
 class StridedMemoryView:
@@ -108,15 +155,14 @@ class StridedMemoryView:
     __slots__ = (
         "_ptr",  # int, or None until read from the exporting NumPy array
         "_layout",  # StridedLayout, or None until built from _layout_args
-        "_layout_args",  # (shape, strides, itemsize, divide_strides) for the lazy layout
+        "_layout_args",  # (builder, shape, strides, itemsize) for the lazy layout
         "_dtype",  # numpy dtype, or None
         "_dl_dtype",  # (code, bits, lanes, padded) of a DLPack import until dtype is read
         "_readonly",
-        # where the memory lives; None: ask the buffer when first needed
-        "_device_id",
-        "_is_device_accessible",
-        "_is_host_accessible",
-        "_is_managed",
+        # where the memory lives: (device_id, is_device_accessible, is_host_accessible,
+        # is_managed), or None to ask the buffer when first needed; device_id None: the
+        # current device (an empty CAI tensor with a null pointer)
+        "_where",
         "_dl_device",  # (device_type, device_id) of a DLPack import, else None
         "_exporting_obj",
         "_owner",  # what keeps the memory alive: exporter, DLPack tensor or Buffer
@@ -138,19 +184,15 @@ class StridedMemoryView:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def _new(cls, ptr, readonly, exporting_obj, owner, device_id, is_device_accessible,
-             is_host_accessible, is_managed=False):  # fmt: skip
+    def _new(cls, ptr, readonly, exporting_obj, owner, where, layout_args):
         self = object.__new__(cls)
         self._ptr = ptr
         self._layout = None
-        self._layout_args = None
+        self._layout_args = layout_args
         self._dtype = None
         self._dl_dtype = None
         self._readonly = readonly
-        self._device_id = device_id
-        self._is_device_accessible = is_device_accessible
-        self._is_host_accessible = is_host_accessible
-        self._is_managed = is_managed
+        self._where = where
         self._dl_device = None
         self._exporting_obj = exporting_obj
         self._owner = owner
@@ -191,8 +233,8 @@ class StridedMemoryView:
         ...
         BufferError: stream_ptr=None is ambiguous for a CPU tensor: pass -1 for no synchronization
         """
-        if type(obj) is _ndarray:
-            view = cls._from_ndarray(obj, stream_ptr)
+        if type(obj) is _ndarray and (stream_ptr == -1 or stream_ptr == 0):
+            view = cls._from_ndarray(obj)
             if view is not None:
                 return view
         elif not _is_dlpack(obj):
@@ -204,25 +246,32 @@ class StridedMemoryView:
         return cls._from_imported_tensor(tensor, obj)
 
     @classmethod
-    def _from_ndarray(cls, array, stream_ptr):
+    def _from_ndarray(cls, array):
         """Fast path: read a NumPy array directly, as its DLPack export would describe it.
 
-        Returns None where NumPy's own export has to decide (an unusual stream value, or
-        strides that are not multiples of the itemsize), so its errors are kept.
+        Returns None where NumPy's own export has to decide (dtypes outside the common
+        ones, strides that are not multiples of the itemsize), so its errors are kept.
+        The data pointer is read on first use.
         """
-        if _dlpack.producer_stream(_kDLCPU, stream_ptr) is not None:
-            return None
         dtype = array.dtype
-        to_dlpack_dtype(dtype)  # NumPy's export refuses what DLPack cannot carry; so do we
+        if dtype.char not in _DLPACK_CHARS or not dtype.isnative:
+            return None
         itemsize = dtype.itemsize
         strides = array.strides
         for stride in strides:
             if stride % itemsize:
                 return None
-        self = cls._new(None, not array.flags.writeable, array, array, -1, False, True)
-        self._layout_args = (array.shape, strides, itemsize, True)
+        self = object.__new__(cls)
+        self._ptr = None
+        self._layout = None
+        self._layout_args = (_layout_of_ndarray, array.shape, strides, itemsize)
         self._dtype = dtype
-        self._dl_device = (_kDLCPU, 0)
+        self._dl_dtype = None
+        self._readonly = not array.flags.writeable
+        self._where = _HOST
+        self._dl_device = _CPU_DEVICE
+        self._exporting_obj = self._owner = array
+        self._buffer = None
         return self
 
     @classmethod
@@ -231,19 +280,20 @@ class StridedMemoryView:
         code, bits, lanes = tensor.dtype_triple
         itemsize = dlpack_itemsize(code, bits, lanes, tensor.padded)
         if device_type == _kDLCPU:
-            self = cls._new(tensor.ptr, tensor.readonly, obj, tensor, -1, False, True)
+            where = _HOST
         elif device_type == _kDLCUDA:
-            self = cls._new(tensor.ptr, tensor.readonly, obj, tensor, device_id, True, False)
+            where = (device_id, True, False, False)
         elif device_type in (_kDLCUDAHost, _kDLCUDAManaged):
-            self = cls._new(
-                tensor.ptr, tensor.readonly, obj, tensor, device_id, True, True,
-                device_type == _kDLCUDAManaged,
-            )  # fmt: skip
+            where = (device_id, True, True, device_type == _kDLCUDAManaged)
         else:
             tensor.release()
             name = _dlpack.DEVICE_TYPE_NAMES.get(device_type, "unknown")
             raise BufferError(f"DLPack device type {device_type} ({name}) is not supported")
-        self._layout_args = (tensor.shape, tensor.strides, itemsize, False)
+        ptr = tensor.ptr
+        if ptr == 0:
+            _check_null(tensor.shape, f"{type(obj).__name__} DLPack tensor")
+        layout_args = (_layout_of_tensor, tensor, None, itemsize)
+        self = cls._new(ptr, tensor.readonly, obj, tensor, where, layout_args)
         self._dl_dtype = (code, bits, lanes, tensor.padded)
         self._dl_device = (device_type, device_id)
         return self
@@ -268,8 +318,12 @@ class StridedMemoryView:
             For ``stream_ptr=None``, a version below 3, a mask or a malformed entry.
         """
         info = read_cuda_array_interface(obj, stream_ptr)
-        self = cls._new(info.ptr, info.readonly, obj, info.keeper, None, True, None)
-        self._layout_args = (info.shape, info.strides, info.dtype.itemsize, True)
+        where = None
+        if info.ptr == 0:
+            _check_null(info.shape, f"{type(obj).__name__}.__cuda_array_interface__")
+            where = (None, True, False, False)
+        layout_args = (_layout_of_interface, info.shape, info.strides, info.dtype.itemsize)
+        self = cls._new(info.ptr, info.readonly, obj, info.keeper, where, layout_args)
         self._dtype = info.dtype
         return self
 
@@ -295,8 +349,10 @@ class StridedMemoryView:
         True
         """
         info = read_array_interface(obj)
-        self = cls._new(info.ptr, info.readonly, obj, info.keeper, -1, False, True)
-        self._layout_args = (info.shape, info.strides, info.dtype.itemsize, True)
+        if info.ptr == 0:
+            _check_null(info.shape, f"{type(obj).__name__}.__array_interface__")
+        layout_args = (_layout_of_interface, info.shape, info.strides, info.dtype.itemsize)
+        self = cls._new(info.ptr, info.readonly, obj, info.keeper, _HOST, layout_args)
         self._dtype = info.dtype
         return self
 
@@ -396,10 +452,8 @@ class StridedMemoryView:
                     "bytes; use to_dense() for a layout without gaps"
                 )
         # where the memory lives is the buffer's to say, when first asked
-        self = cls._new(
-            buffer.ptr + layout.slice_offset_in_bytes, readonly, exporting_obj, buffer,
-            None, None, None, None,
-        )  # fmt: skip
+        ptr = buffer.ptr + layout.slice_offset_in_bytes
+        self = cls._new(ptr, readonly, exporting_obj, buffer, None, None)
         self._layout = layout
         self._dtype = dtype
         self._buffer = buffer
@@ -444,7 +498,7 @@ class StridedMemoryView:
         """Address of element ``(0, ..., 0)`` (``int``)."""
         ptr = self._ptr
         if ptr is None:
-            ptr = self._ptr = self._exporting_obj.__array_interface__["data"][0]
+            ptr = self._ptr = ndarray_data_pointer(self._exporting_obj)
         return ptr
 
     @property
@@ -452,9 +506,8 @@ class StridedMemoryView:
         """The :class:`StridedLayout`, relative to :attr:`buffer`; built on first use."""
         layout = self._layout
         if layout is None:
-            shape, strides, itemsize, divide_strides = self._layout_args
-            layout = _shifted(StridedLayout(shape, strides, itemsize, divide_strides))
-            self._layout = layout
+            build, shape, strides, itemsize = self._layout_args
+            layout = self._layout = build(shape, strides, itemsize)
             self._layout_args = None
         return layout
 
@@ -481,27 +534,29 @@ class StridedMemoryView:
             dtype = self._dtype = from_dlpack_dtype(*self._dl_dtype)
         return dtype
 
+    def _location(self):
+        where = self._where
+        if where is None:
+            buffer = self.buffer
+            where = self._where = (
+                buffer.device_id, buffer.is_device_accessible, buffer.is_host_accessible,
+                buffer.is_managed,
+            )  # fmt: skip
+        elif where[0] is None:  # an empty CAI tensor with a null pointer: the current device
+            from . import _driver
+
+            where = self._where = (_driver.ensure_context(), *where[1:])
+        return where
+
     @property
     def device_id(self):
         """Device ordinal of the memory; -1 for host memory."""
-        device_id = self._device_id
-        if device_id is None:
-            if self.ptr == 0:  # an empty CAI tensor: the current device
-                from . import _driver
-
-                device_id = _driver.ensure_context()
-            else:
-                device_id = self.buffer.device_id
-            self._device_id = device_id
-        return device_id
+        return self._location()[0]
 
     @property
     def is_device_accessible(self):
         """Whether GPU kernels can access the memory."""
-        accessible = self._is_device_accessible
-        if accessible is None:
-            accessible = self._is_device_accessible = self.buffer.is_device_accessible
-        return accessible
+        return self._location()[1]
 
     @property
     def readonly(self):
@@ -522,28 +577,18 @@ class StridedMemoryView:
             base = self.ptr - layout.slice_offset_in_bytes
             high = layout.max_offset
             size = (high + 1) * layout.itemsize if high >= 0 else 0
-            if self._is_host_accessible is None:  # CAI import: the driver knows where it is
+            where = self._where
+            if where is None:  # a CAI import: the driver knows where the memory is
                 buffer = Buffer.from_handle(base, size, owner=self._owner)
             else:
+                device_id, device_accessible, host_accessible, managed = self._location()
                 buffer = Buffer._from_known(
-                    base, size, owner=self._owner, device_id=self._device_id,
-                    is_device_accessible=self._is_device_accessible,
-                    is_host_accessible=self._is_host_accessible, is_managed=self._is_managed,
+                    base, size, owner=self._owner, device_id=device_id,
+                    is_device_accessible=device_accessible, is_host_accessible=host_accessible,
+                    is_managed=managed,
                 )  # fmt: skip
             self._buffer = buffer
         return buffer
-
-    def _host_accessible(self):
-        accessible = self._is_host_accessible
-        if accessible is None:
-            accessible = self._is_host_accessible = self.buffer.is_host_accessible
-        return accessible
-
-    def _managed(self):
-        managed = self._is_managed
-        if managed is None:
-            managed = self._is_managed = self.buffer.is_managed
-        return managed
 
     # ------------------------------------------------------------------ copies
     def copy_from(self, other, stream=None):
@@ -569,11 +614,12 @@ class StridedMemoryView:
         device = self._dl_device
         if device is not None:
             return device
-        if not self.is_device_accessible:
-            return (_kDLCPU, 0)
-        if not self._host_accessible():
-            return (_kDLCUDA, self.device_id)
-        return (_kDLCUDAManaged if self._managed() else _kDLCUDAHost, 0)
+        device_id, device_accessible, host_accessible, managed = self._location()
+        if not device_accessible:
+            return _CPU_DEVICE
+        if not host_accessible:
+            return (_kDLCUDA, device_id)
+        return (_kDLCUDAManaged if managed else _kDLCUDAHost, 0)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export the view as a DLPack capsule, without a copy.
@@ -642,7 +688,7 @@ class StridedMemoryView:
     @property
     def __array_interface__(self):
         """The NumPy array interface (v3) of a host-accessible view."""
-        if not self._host_accessible():
+        if not self._location()[2]:
             raise AttributeError(
                 "__array_interface__: the view's memory is not host-accessible "
                 "(use __cuda_array_interface__)"

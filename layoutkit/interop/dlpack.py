@@ -82,16 +82,16 @@ def _capsule_api():
     # exception is set; these bindings neither touch refcounts nor check for errors. For a
     # capsule of ours with its own name, the two calls only read fields.
     raw = ctypes.CDLL(None, handle=api._handle)
-    is_valid = raw.PyCapsule_IsValid
-    is_valid.restype = ctypes.c_int
-    is_valid.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    get_name = raw.PyCapsule_GetName
+    get_name.restype = ctypes.c_void_p
+    get_name.argtypes = [ctypes.c_void_p]
     get_pointer = raw.PyCapsule_GetPointer
     get_pointer.restype = ctypes.c_void_p
     get_pointer.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    return api, is_valid, get_pointer
+    return api, get_name, get_pointer
 
 
-_api, _raw_is_valid, _raw_get_pointer = _capsule_api()
+_api, _raw_get_name, _raw_get_pointer = _capsule_api()
 _DELETER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
@@ -229,10 +229,22 @@ def _call_deleter(deleter, address):
     function(address)
 
 
+_int64_structs = {}
+
+
+def _int64s(count):
+    """A cached ``struct.Struct`` for ``count`` native int64 values."""
+    packer = _int64_structs.get(count)
+    if packer is None:
+        packer = _int64_structs[count] = struct.Struct(f"@{count}q")
+    return packer
+
+
 def _read_int64s(address, count):
-    if count == 0:
+    if count <= 0:
         return ()
-    return tuple((ctypes.c_int64 * count).from_address(address))
+    reader = _int64s(count)
+    return reader.unpack(ctypes.string_at(address, reader.size))
 
 
 def consume_capsule(capsule):
@@ -244,12 +256,16 @@ def consume_capsule(capsule):
         When the capsule was already consumed, is not a DLPack capsule, or carries a DLPack
         major version other than 1 (its deleter is still called).
     """
-    try:
-        name = _api.PyCapsule_GetName(capsule)
-    except ValueError:
-        raise BufferError(f"{type(capsule).__name__} object is not a DLPack capsule") from None
-    if name == b"dltensor_versioned":
+    try:  # the common case first: one call where a name check would take two
         address = _api.PyCapsule_GetPointer(capsule, _ADDR_NAME_VERSIONED)
+        name = b"dltensor_versioned"
+    except ValueError:
+        address = None
+        try:
+            name = _api.PyCapsule_GetName(capsule)
+        except ValueError:
+            raise BufferError(f"{type(capsule).__name__} object is not a DLPack capsule") from None
+    if address is not None:
         fields = VERSIONED.unpack(ctypes.string_at(address, VERSIONED.size))
         major, _, _, deleter, flags = fields[:5]
         tensor_fields = fields[5:]
@@ -294,10 +310,9 @@ def _release_export(address):
 
 def _destroy_capsule(capsule):
     """Capsule destructor: a capsule nobody consumed still owns its managed tensor."""
-    if _raw_is_valid(capsule, _ADDR_NAME_VERSIONED):
-        _release_export(_raw_get_pointer(capsule, _ADDR_NAME_VERSIONED))
-    elif _raw_is_valid(capsule, _ADDR_NAME_LEGACY):
-        _release_export(_raw_get_pointer(capsule, _ADDR_NAME_LEGACY))
+    name = _raw_get_name(capsule)
+    if name in (_ADDR_NAME_VERSIONED, _ADDR_NAME_LEGACY):  # still our own name
+        _release_export(_raw_get_pointer(capsule, name))
 
 
 _DELETER = _DELETER_TYPE(_release_export)
@@ -339,7 +354,7 @@ def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, v
     shape_address = address + header
     strides_address = shape_address + 8 * ndim
     if ndim:
-        struct.pack_into(f"@{2 * ndim}q", buffer, header, *shape, *strides)
+        _int64s(2 * ndim).pack_into(buffer, header, *shape, *strides)
     else:
         shape_address = strides_address = 0
     tensor = (
