@@ -583,8 +583,9 @@ def max_compatible_itemsize(lay, n, offset, itemsize, max_itemsize, ptr_residue,
     ``ptr_residue`` is ``data_ptr % max_itemsize``. The result divides ``max_itemsize``,
     the data pointer, the byte offset, the byte extent along ``axis`` and every other byte
     stride, so ``repack`` accepts it; it is ``itemsize`` when nothing larger fits.
+    Like ``repack``, it ignores the stride along ``axis`` for a zero volume or extent 1.
     """
-    if lay[n + axis] != 1 or lay[axis] == 0:
+    if volume_of(lay, n) != 0 and lay[axis] != 1 and lay[n + axis] != 1:
         return itemsize
     g = _gcd(max_itemsize, ptr_residue)  # > 0: max_itemsize > 0
     g = _gcd(g, offset % g * itemsize % g)
