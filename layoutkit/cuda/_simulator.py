@@ -33,28 +33,27 @@ class SimulatedView:
     7.0
     """
 
-    __slots__ = ("_array", "_readonly", "_slice_offset")
+    __slots__ = ("_array", "_readonly", "_slice_offset", "_owner")
 
-    def __init__(self, array, readonly=False, slice_offset=0):
+    def __init__(self, array, readonly=False, slice_offset=0, owner=None):
         self._array = array
         self._readonly = bool(readonly)
         self._slice_offset = int(slice_offset)
+        self._owner = owner  # keeps the memory alive
 
     @classmethod
     def from_view(cls, view):
         """Wrap a host-accessible ``StridedMemoryView`` without copying."""
         layout = view.layout
-        dtype = np.dtype(view.dtype)
-        interface = {
-            "version": 3,
-            "data": (view.ptr, bool(view.readonly)),
-            "shape": tuple(layout.shape),
-            "strides": tuple(s * dtype.itemsize for s in layout.strides),
-            "typestr": f"|V{dtype.itemsize}",
-        }
-        holder = type("_ArrayInterface", (), {"__array_interface__": interface})()
-        array = np.asarray(holder).view(dtype)
-        return cls(array, view.readonly, layout.slice_offset)
+        array = _aliasing_array(view.ptr, layout, np.dtype(view.dtype), view.readonly)
+        return cls(array, view.readonly, layout.slice_offset, owner=view)
+
+    def with_layout(self, layout):
+        """The view of the same memory with ``layout`` (same buffer, same itemsize)."""
+        shift = (layout.slice_offset - self._slice_offset) * self._array.itemsize
+        pointer = self._array.__array_interface__["data"][0] + shift
+        array = _aliasing_array(pointer, layout, self._array.dtype, self._readonly)
+        return SimulatedView(array, self._readonly, layout.slice_offset, owner=self)
 
     @property
     def shape(self):
@@ -88,7 +87,8 @@ class SimulatedView:
 
     def permuted(self, axis_order):
         """The view with its axes reordered (``numpy.transpose``)."""
-        return SimulatedView(self._array.transpose(axis_order), self._readonly, self._slice_offset)
+        array = self._array.transpose(axis_order)
+        return SimulatedView(array, self._readonly, self._slice_offset, owner=self)
 
     def __getitem__(self, index):
         result = self._array[index]
@@ -96,7 +96,7 @@ class SimulatedView:
             return result
         moved = result.__array_interface__["data"][0] - self._array.__array_interface__["data"][0]
         offset = self._slice_offset + moved // max(self._array.itemsize, 1)
-        return SimulatedView(result, self._readonly, offset)
+        return SimulatedView(result, self._readonly, offset, owner=self)
 
     def __setitem__(self, index, value):
         if self._readonly:
@@ -107,3 +107,16 @@ class SimulatedView:
         return (
             f"SimulatedView(shape={self.shape}, strides={self.strides}, dtype={self._array.dtype})"
         )
+
+
+def _aliasing_array(pointer, layout, dtype, readonly):
+    """A NumPy array over the memory at ``pointer`` with ``layout`` (strides in elements)."""
+    interface = {
+        "version": 3,
+        "data": (pointer, bool(readonly)),
+        "shape": tuple(layout.shape),
+        "strides": tuple(s * dtype.itemsize for s in layout.strides),
+        "typestr": f"|V{dtype.itemsize}",
+    }
+    holder = type("_ArrayInterface", (), {"__array_interface__": interface})()
+    return np.asarray(holder).view(dtype)

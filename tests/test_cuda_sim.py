@@ -1,0 +1,127 @@
+"""Kernels over views under numba-cuda's simulator, checked against NumPy.
+
+The simulator only starts in a fresh process with ``NUMBA_ENABLE_CUDASIM=1``:
+``test_simulator_suite`` runs this file in such a process, where the other tests run.
+"""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+in_simulator = pytest.mark.skipif(
+    not SIMULATED, reason="runs in the simulator process started by test_simulator_suite"
+)
+
+
+@pytest.mark.skipif(SIMULATED, reason="this is the simulator process")
+def test_simulator_suite():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    assert " passed" in result.stdout and "skipped" in result.stdout
+
+
+def host_view(array):
+    from layoutkit.memoryview import StridedMemoryView
+
+    return StridedMemoryView.from_array_interface(array)
+
+
+@in_simulator
+def test_kernels_run_in_the_simulator():
+    import layoutkit.cuda
+
+    assert layoutkit.cuda.simulator_enabled()
+
+
+@in_simulator
+@pytest.mark.parametrize(
+    "make_source",
+    [
+        lambda base: base,
+        lambda base: base[::-1, 1::2],
+        lambda base: base.T[1:, ::-1],
+        lambda base: np.broadcast_to(base[0], (5, 6)),
+    ],
+    ids=["contiguous", "negative-step", "transposed", "broadcast"],
+)
+def test_scaled_copy(make_source):
+    from view_kernels import scaled_copy
+
+    source = make_source(np.arange(30.0).reshape(5, 6))
+    destination = np.zeros(source.shape)
+    scaled_copy[(2, 2), (4, 4)](host_view(source), host_view(destination), 2.0)
+    np.testing.assert_array_equal(destination, source * 2.0)
+
+
+@in_simulator
+def test_scaled_copy_into_a_strided_destination():
+    from view_kernels import scaled_copy
+
+    source = np.arange(12.0).reshape(3, 4)
+    base = np.zeros((6, 9))
+    destination = base[::2, 8:0:-2]
+    scaled_copy[(1, 1), (4, 4)](host_view(source), host_view(destination), -1.0)
+    expected = np.zeros((6, 9))
+    expected[::2, 8:0:-2] = -source
+    np.testing.assert_array_equal(base, expected)
+
+
+@in_simulator
+def test_derived_views_and_attributes():
+    from view_kernels import derived_views, expected_derived
+
+    from layoutkit.layout import StridedLayout
+
+    base = np.arange(42.0).reshape(6, 7)
+    view = host_view(base).view(StridedLayout.dense((6, 7), 8)[1:, 2:])
+    out = np.zeros(12)
+    derived_views[1, 1](view, host_view(out))
+    np.testing.assert_array_equal(out, expected_derived(base[1:, 2:], view.layout.slice_offset))
+
+
+@in_simulator
+def test_store_into_read_only_view_fails():
+    from view_kernels import store_into
+
+    array = np.zeros(3)
+    array.setflags(write=False)
+    with pytest.raises(TypeError, match="the view is read-only"):
+        store_into[1, 1](host_view(array))
+
+
+@in_simulator
+@pytest.mark.parametrize(
+    ("shape", "index", "order"),
+    [
+        ((), (), ()),
+        ((0, 3), (slice(None), slice(None, None, -1)), (1, 0)),
+        ((4,), (slice(None, None, -3),), (0,)),
+        ((3, 1, 4), (slice(1, None), slice(None), slice(None, None, 2)), (2, 0, 1)),
+        ((2, 2, 2, 2, 2, 2, 2, 2), (slice(None, None, -1),) * 8, (7, 6, 5, 4, 3, 2, 1, 0)),
+    ],
+)
+def test_reads_and_writes_match_numpy(shape, index, order):
+    from view_kernels import blocks_for, flat_kernel
+
+    base = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    array = base[(*index, ...)].transpose(order)
+    flat = np.full(array.size, -1.0)
+    flat_kernel(array.ndim, "read")[blocks_for(array.size)](host_view(array), host_view(flat))
+    np.testing.assert_array_equal(flat, array.reshape(-1))
+
+    values = -1.0 - np.arange(array.size, dtype=np.float64)
+    expected = base.copy()
+    expected[(*index, ...)].transpose(order)[...] = values.reshape(array.shape)
+    flat_kernel(array.ndim, "write")[blocks_for(array.size)](host_view(array), host_view(values))
+    np.testing.assert_array_equal(base, expected)
