@@ -10,6 +10,7 @@ validates arguments (every error names the argument and its value) and caches re
 """
 
 import array
+import math
 import operator
 
 from ._errors import AxisError
@@ -35,6 +36,7 @@ def _kernels():
 
 
 _K = None
+_DENSE_MEMO = {}  # (id(shape), itemsize, order) -> (shape, layout): repeated dense() calls
 
 
 def _int64_buffer(values):
@@ -57,7 +59,7 @@ def _as_index(value, name):
 
 def _as_index_tuple(values, name):
     """A tuple of Python ints from a sequence of integer-likes (or a single integer)."""
-    if type(values) is tuple:
+    if type(values) is tuple or type(values) is list:
         try:
             return tuple(map(operator.index, values))
         except TypeError:
@@ -82,6 +84,8 @@ def _check_ndim(ndim, name):
 
 
 def _check_extents(shape, name):
+    if not shape or (min(shape) >= 0 and max(shape) <= _INT64_MAX):
+        return
     for i, e in enumerate(shape):
         if e < 0:
             raise ValueError(f"{name}[{i}] = {e} is negative; extents must be >= 0")
@@ -118,6 +122,9 @@ def _normalize_permutation(order, ndim, name):
 
 
 def _overflow(status, what):
+    """The OverflowError for a kernel status; ``what`` is a string or makes one (lazily)."""
+    if callable(what):
+        what = what()
     k = _kernels()
     reason = {
         k.OVERFLOW_VOLUME: "its volume",
@@ -191,7 +198,9 @@ class StridedLayout:
                 if not _INT64_MIN < s <= _INT64_MAX:
                     raise OverflowError(f"strides[{i}] = {s} does not fit in int64")
         self._init(shape, strides, itemsize, 0)
-        self._analyze(f"StridedLayout(shape={shape}, strides={strides}, itemsize={itemsize})")
+        self._analyze(
+            lambda: f"StridedLayout(shape={shape}, strides={strides}, itemsize={itemsize})"
+        )
 
     def _init(self, shape, strides, itemsize, offset):
         if 0 in shape:
@@ -235,7 +244,9 @@ class StridedLayout:
             status = _ANALYZE(self._lay(), ndim, self._itemsize, self._offset, out)
             if status:
                 raise _overflow(status, what)
-            info = self._info = out.tolist()
+            info = out.tolist()
+            info[5:] = [tuple(info[5:])]  # the stride order, as the tuple the property returns
+            self._info = info
         return info
 
     def _memo_get(self, name, arg):
@@ -277,6 +288,13 @@ class StridedLayout:
         >>> StridedLayout.dense((2, 0, 4), 8).strides  # zero volume: all strides 0
         (0, 0, 0)
         """
+        memo_key = None
+        if type(shape) is tuple and type(itemsize) is int and type(stride_order) is str:
+            memo_key = (id(shape), itemsize, stride_order)
+            hit = _DENSE_MEMO.get(memo_key)
+            if hit is not None and hit[0] is shape and cls is StridedLayout:
+                return hit[1]
+        original = shape
         shape = _as_index_tuple(shape, "shape")
         ndim = len(shape)
         _check_ndim(ndim, "shape")
@@ -284,7 +302,14 @@ class StridedLayout:
         itemsize = _check_itemsize(itemsize)
         order = _parse_stride_order(stride_order, ndim, allow_k=False)
         strides = _dense_strides(shape, order)
-        return cls._checked(shape, strides, itemsize, 0, f"dense layout of shape {shape}")
+        result = cls._checked(
+            shape, strides, itemsize, 0, lambda: f"dense layout of shape {shape}"
+        )
+        if memo_key is not None and _is_frozen(original):
+            if len(_DENSE_MEMO) >= _MEMO_LIMIT * 4:
+                _DENSE_MEMO.clear()
+            _DENSE_MEMO[memo_key] = (original, result)  # keeps the id of ``original`` alive
+        return result
 
     @classmethod
     def dense_like(cls, other, stride_order="K"):
@@ -321,7 +346,7 @@ class StridedLayout:
                 return other
         strides = _dense_strides(other._shape, order)
         return cls._checked(
-            other._shape, strides, other._itemsize, 0, f"dense layout like {other!r}"
+            other._shape, strides, other._itemsize, 0, lambda: f"dense layout like {other!r}"
         )
 
     def to_dense(self, stride_order="K"):
@@ -364,7 +389,7 @@ class StridedLayout:
     def strides_in_bytes(self):
         """Strides in bytes."""
         size = self._itemsize
-        return tuple(s * size for s in self._strides)
+        return tuple([s * size for s in self._strides])
 
     @property
     def slice_offset_in_bytes(self):
@@ -486,7 +511,7 @@ class StridedLayout:
         info = self._info
         if info is None:
             info = self._analyze()
-        return tuple(info[5:])
+        return info[5]
 
     def required_size_in_bytes(self):
         """Bytes an allocation needs to hold every element: ``(max_offset + 1) * itemsize``.
@@ -611,7 +636,7 @@ class StridedLayout:
             tuple(new_strides),
             self._itemsize,
             self._offset,
-            f"unsqueezing {self!r} at {axes}",
+            lambda: f"unsqueezing {self!r} at {axes}",
         )
         return self._memo_put("unsqueezed", axis, result)
 
@@ -651,7 +676,7 @@ class StridedLayout:
             tuple(values[m:]),
             self._itemsize,
             self._offset,
-            f"broadcasting {self!r} to {new_shape}",
+            lambda: f"broadcasting {self!r} to {new_shape}",
         )
         return self._memo_put("broadcast_to", shape, result)
 
@@ -695,7 +720,7 @@ class StridedLayout:
             tuple(values[m : 2 * m]),
             self._itemsize,
             self._offset,
-            f"reshaping {self!r} to {new_shape}",
+            lambda: f"reshaping {self!r} to {new_shape}",
         )
         return self._memo_put("reshaped", shape, result)
 
@@ -712,6 +737,17 @@ class StridedLayout:
         >>> StridedLayout.dense((2, 3, 4), 4)[:, :, :2].flattened().shape
         (6, 2)
         """
+        defaults = (
+            mask is None
+            and type(start_axis) is int
+            and type(end_axis) is int
+            and start_axis == 0
+            and end_axis == -1
+        )
+        if defaults:
+            hit = self._memo_get("flattened", None)
+            if hit is not None:
+                return hit
         n = len(self._shape)
         if mask is not None:
             mask = _as_index(mask, "mask")
@@ -734,11 +770,10 @@ class StridedLayout:
         signed_mask = mask - 2**64 if mask >= 2**63 else mask
         m = _FLATTEN(self._lay(), n, signed_mask, out, cap)
         values = out.tolist()
-        offset = self._offset
         result = StridedLayout._trusted(
-            tuple(values[:m]), tuple(values[cap : cap + m]), self._itemsize, offset
+            tuple(values[:m]), tuple(values[cap : cap + m]), self._itemsize, self._offset
         )
-        return self._memo_put("flattened", mask, result)
+        return self._memo_put("flattened", None if defaults else mask, result)
 
     def repacked(self, itemsize, data_ptr=0, axis=-1, keep_dim=True):
         """Reinterpret the elements as elements of ``itemsize`` bytes along ``axis``.
@@ -756,6 +791,18 @@ class StridedLayout:
         >>> StridedLayout.dense((5, 4), 8).repacked(4).shape
         (5, 8)
         """
+        memoisable = (
+            type(itemsize) is int
+            and type(data_ptr) is int
+            and type(axis) is int
+            and data_ptr == 0
+            and axis == -1
+            and keep_dim is True
+        )
+        if memoisable:
+            hit = self._memo_get("repacked", itemsize)
+            if hit is not None:
+                return hit
         new_itemsize = _check_itemsize(itemsize)
         data_ptr = _as_index(data_ptr, "data_ptr")
         n = len(self._shape)
@@ -801,9 +848,14 @@ class StridedLayout:
         if not keep_dim and shape[ax] == 1:
             shape = shape[:ax] + shape[ax + 1 :]
             strides = strides[:ax] + strides[ax + 1 :]
-        return StridedLayout._checked(
-            shape, strides, new_itemsize, detail, f"repacking {self!r} to itemsize {new_itemsize}"
+        result = StridedLayout._checked(
+            shape,
+            strides,
+            new_itemsize,
+            detail,
+            lambda: f"repacking {self!r} to itemsize {new_itemsize}",
         )
+        return self._memo_put("repacked", itemsize, result) if memoisable else result
 
     def max_compatible_itemsize(self, max_itemsize=16, data_ptr=0, axis=-1):
         """Largest itemsize (a multiple of this one, at most ``max_itemsize``) for ``repacked``.
@@ -866,7 +918,7 @@ class StridedLayout:
             tuple(values[cap : cap + m]),
             self._itemsize,
             offset,
-            f"indexing {self!r} with {slices!r}",
+            lambda: f"indexing {self!r} with {slices!r}",
         )
         return self._memo_put("sliced", slices, result)
 
@@ -966,10 +1018,7 @@ def _parse_stride_order(stride_order, ndim, allow_k):
 
 def _dense_strides(shape, order):
     ndim = len(shape)
-    volume = 1
-    for e in shape:
-        volume *= e
-    if volume > _INT64_MAX:
+    if 0 not in shape and math.prod(shape) > _INT64_MAX:
         raise OverflowError(f"the volume of shape {shape} does not fit in int64")
     out = _out_buffer(ndim)
     _DENSE_STRIDES(_int64_buffer(shape), ndim, _int64_buffer(order), out, 0)
