@@ -69,7 +69,9 @@ _ADDR_NAME_LEGACY = ctypes.addressof(_NAME_LEGACY)
 
 def _capsule_api():
     """Bind the PyCapsule functions: with error checks, and without for the callbacks."""
-    api = ctypes.pythonapi
+    # private handles: argtypes set on ctypes.pythonapi's shared function objects would
+    # clash with any other library that binds the same functions differently
+    api = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle)
     api.PyCapsule_GetName.restype = ctypes.c_char_p
     api.PyCapsule_GetName.argtypes = [ctypes.py_object]
     api.PyCapsule_GetPointer.restype = ctypes.c_void_p
@@ -81,7 +83,7 @@ def _capsule_api():
     # The capsule destructor receives a dying capsule (refcount 0) and may run while an
     # exception is set; these bindings neither touch refcounts nor check for errors. For a
     # capsule of ours with its own name, the two calls only read fields.
-    raw = ctypes.CDLL(None, handle=api._handle)
+    raw = ctypes.CDLL(None, handle=ctypes.pythonapi._handle)
     get_name = raw.PyCapsule_GetName
     get_name.restype = ctypes.c_void_p
     get_name.argtypes = [ctypes.c_void_p]

@@ -48,7 +48,7 @@ class _PyArrayInterface(ctypes.Structure):
     ]
 
 
-_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_get_pointer = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle).PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
 _get_pointer.argtypes = [ctypes.py_object, ctypes.c_void_p]
 _DATA_OFFSET = _PyArrayInterface.data.offset

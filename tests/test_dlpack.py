@@ -1,0 +1,418 @@
+"""DLPack import and export: capsules, deleters, flags, byte_offset, stream rules.
+
+Producers here build their capsules with ctypes structures written from dlpack.h,
+independently of ``layoutkit.interop.dlpack``'s ``struct`` formats, and count how often
+their deleter runs.
+"""
+
+import ctypes
+import gc
+import sys
+import weakref
+
+import numpy as np
+import pytest
+
+from layoutkit import StridedMemoryView
+from layoutkit.interop import dlpack
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("version", DLPackVersion),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", DELETER),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
+
+
+_new_capsule = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle).PyCapsule_New
+_new_capsule.restype = ctypes.py_object
+_new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+_CAPSULE_NAMES = {
+    True: b"dltensor_versioned",
+    False: b"dltensor",
+}  # kept alive: capsules keep the pointer
+
+
+class Producer:
+    """Hands out a hand-built DLPack capsule over ``array``'s memory; counts deleter calls."""
+
+    def __init__(self, array, *, byte_offset=0, shape=None, strides="array", dtype=None,
+                 device=(1, 0), versioned=True, flags=0, major=1, data=None, legacy_only=False):  # fmt: skip
+        self.array = array
+        self.deleted = 0
+        self.device = device
+        self.versioned = versioned and not legacy_only
+        self.legacy_only = legacy_only
+        self.requests = []
+        shape = array.shape if shape is None else shape
+        if strides == "array":
+            strides = tuple(s // array.itemsize for s in array.strides)
+        self._shape = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        self._strides = None if strides is None else (ctypes.c_int64 * max(len(shape), 1))(*strides)
+        if data is None:
+            data = array.__array_interface__["data"][0] - byte_offset
+        self._deleter = DELETER(self._on_delete)
+        tensor = DLTensor(
+            data, DLDevice(*device), len(shape), DLDataType(*(dtype or _dl_dtype(array.dtype))),
+            ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64)),
+            None if strides is None else ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64)),
+            byte_offset,
+        )  # fmt: skip
+        if self.versioned:
+            self.managed = DLManagedTensorVersioned(
+                DLPackVersion(major, 0), None, self._deleter, flags, tensor
+            )
+        else:
+            self.managed = DLManagedTensor(tensor, None, self._deleter)
+
+    def _on_delete(self, address):
+        assert address == ctypes.addressof(self.managed)
+        self.deleted += 1
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def __dlpack__(self, stream=None, **kwargs):
+        if self.legacy_only and "max_version" in kwargs:
+            raise TypeError("__dlpack__() got an unexpected keyword argument 'max_version'")
+        self.requests.append(dict(stream=stream, **kwargs))
+        name = _CAPSULE_NAMES[self.versioned]
+        return _new_capsule(ctypes.addressof(self.managed), name, None)
+
+
+def _dl_dtype(dtype):
+    from layoutkit._dtypes import to_dlpack_dtype
+
+    return to_dlpack_dtype(dtype)[:3]
+
+
+def test_struct_formats_match_dlpack_h():
+    assert dlpack.VERSIONED.size == ctypes.sizeof(DLManagedTensorVersioned)
+    assert dlpack.LEGACY.size == ctypes.sizeof(DLManagedTensor)
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+def test_import_reads_every_field_and_deletes_once(versioned):
+    a = np.arange(24, dtype=np.int32).reshape(4, 6)[::-1, 1::2]
+    producer = Producer(a, versioned=versioned, legacy_only=not versioned)
+    view = StridedMemoryView.from_dlpack(producer, stream_ptr=-1)
+    assert producer.requests[-1]["stream"] is None
+    assert view.ptr == a.__array_interface__["data"][0]
+    assert view.shape == a.shape and view.strides == (-6, 2)
+    assert view.dtype == np.int32 and view.readonly is False
+    np.testing.assert_array_equal(np.from_dlpack(view), a)
+    assert producer.deleted == 0
+    buffer = view.buffer
+    del view
+    gc.collect()
+    assert producer.deleted == 0  # the buffer still needs the tensor
+    del buffer
+    gc.collect()
+    assert producer.deleted == 1
+
+
+def test_versioned_is_asked_first_then_legacy():
+    a = np.arange(3.0)
+    producer = Producer(a, legacy_only=True)
+    StridedMemoryView.from_dlpack(producer, -1)
+    assert producer.requests == [{"stream": None}]
+    producer = Producer(a)
+    StridedMemoryView.from_dlpack(producer, -1)
+    assert producer.requests == [{"stream": None, "max_version": dlpack.DLPACK_VERSION}]
+
+
+def test_byte_offset_is_honoured():
+    """DECISIONS 13: ptr = data + byte_offset."""
+    a = np.arange(10, dtype=np.float64)
+    producer = Producer(a[2:], byte_offset=16)
+    view = StridedMemoryView.from_dlpack(producer, -1)
+    assert view.ptr == a.__array_interface__["data"][0] + 16
+    np.testing.assert_array_equal(np.from_dlpack(view), a[2:])
+
+
+def test_read_only_flag():
+    a = np.arange(4.0)
+    view = StridedMemoryView.from_dlpack(Producer(a, flags=dlpack.FLAG_READ_ONLY), -1)
+    assert view.readonly
+    assert not np.from_dlpack(view).flags.writeable
+    with pytest.raises(BufferError, match="read-only view needs a versioned"):
+        view.__dlpack__()
+
+
+def test_legacy_null_strides_mean_c_order():
+    a = np.arange(6, dtype=np.int16).reshape(2, 3)
+    view = StridedMemoryView.from_dlpack(Producer(a, strides=None, legacy_only=True), -1)
+    assert view.strides == (3, 1)
+
+
+def test_major_version_mismatch_still_calls_deleter():
+    producer = Producer(np.arange(3.0), major=2)
+    with pytest.raises(BufferError, match="major version 2"):
+        StridedMemoryView.from_dlpack(producer, -1)
+    assert producer.deleted == 1
+
+
+def test_unsupported_device_still_calls_deleter():
+    producer = Producer(np.arange(3.0), device=(1, 0))
+    producer.managed.dl_tensor.device.device_type = 4  # OpenCL, while claiming CPU up front
+    with pytest.raises(BufferError, match="device type 4 \\(OpenCL\\) is not supported"):
+        StridedMemoryView.from_dlpack(producer, -1)
+    gc.collect()
+    assert producer.deleted == 1
+
+
+@pytest.mark.parametrize("device", [(4, 0), (10, 0), (99, 0)])
+def test_unsupported_device_is_refused_before_asking(device):
+    producer = Producer(np.arange(3.0), device=device)
+    with pytest.raises(BufferError, match=f"device type {device[0]} "):
+        StridedMemoryView.from_dlpack(producer, -1)
+    assert producer.requests == []
+
+
+def test_null_data_with_elements_is_refused():
+    producer = Producer(np.arange(3.0), data=0)
+    with pytest.raises(BufferError, match="null data pointer but 3 elements"):
+        StridedMemoryView.from_dlpack(producer, -1)
+    gc.collect()
+    assert producer.deleted == 1
+
+
+def test_null_data_without_elements_is_fine():
+    view = StridedMemoryView.from_dlpack(Producer(np.zeros((0, 3)), data=0), -1)
+    assert view.ptr == 0 and view.shape == (0, 3) and view.size == 0
+    assert np.from_dlpack(view).shape == (0, 3)
+
+
+def test_unsupported_dtype_fails_on_dtype_not_on_layout():
+    producer = Producer(np.zeros(4, dtype=np.uint64), dtype=(3, 64, 1))  # opaque handles
+    view = StridedMemoryView.from_dlpack(producer, -1)
+    assert view.shape == (4,) and view.layout.itemsize == 8
+    with pytest.raises(TypeError, match="opaque handle"):
+        view.dtype  # noqa: B018
+
+
+def test_packed_sub_byte_is_refused():
+    producer = Producer(np.zeros(4, dtype=np.uint8), dtype=(17, 4, 1))
+    with pytest.raises(ValueError, match="packed sub-byte"):
+        StridedMemoryView.from_dlpack(producer, -1)
+
+
+def test_padded_sub_byte_round_trip():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.arange(6, dtype=np.uint8).astype(ml_dtypes.int4)
+    producer = Producer(a, dtype=(0, 4, 1), flags=dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED)
+    view = StridedMemoryView.from_dlpack(producer, -1)
+    assert view.dtype == np.dtype(ml_dtypes.int4)
+    again = StridedMemoryView.from_dlpack(view, -1)  # our export sets the padded flag again
+    assert again.dtype == np.dtype(ml_dtypes.int4)
+
+
+@pytest.mark.parametrize(
+    ("stream_ptr", "error", "message"),
+    [
+        (None, BufferError, "stream_ptr=None is ambiguous for a CPU tensor"),
+        ("0", TypeError, "stream_ptr='0' must be a stream handle"),
+        (1.5, TypeError, "stream_ptr=1.5 must be a stream handle"),
+        (True, TypeError, "stream_ptr=True must be a stream handle"),
+    ],
+)
+def test_cpu_stream_rules(stream_ptr, error, message):
+    producer = Producer(np.arange(3.0))
+    with pytest.raises(error, match=message):
+        StridedMemoryView.from_dlpack(producer, stream_ptr)
+    assert producer.requests == []
+
+
+def test_cpu_stream_zero_means_none_and_other_values_pass():
+    producer = Producer(np.arange(3.0))
+    StridedMemoryView.from_dlpack(producer, 0)
+    StridedMemoryView.from_dlpack(producer, 7)
+    assert [r["stream"] for r in producer.requests] == [None, 7]
+
+
+def test_cuda_stream_rules():
+    assert dlpack.producer_stream(2, -1) == -1
+    assert dlpack.producer_stream(2, 5) == 5
+    with pytest.raises(BufferError, match="ambiguous for a CUDA tensor"):
+        dlpack.producer_stream(2, None)
+    assert dlpack.producer_stream(3, None) is None  # pinned: passed through
+    assert dlpack.producer_stream(13, 9) == 9  # managed: passed through
+
+    class Stream:
+        def __cuda_stream__(self):
+            return (0, 1234)
+
+    assert dlpack.producer_stream(2, Stream()) == 1234
+
+
+def test_consume_capsule_errors():
+    a = np.arange(3.0)
+    capsule = a.__dlpack__(max_version=(1, 0))
+    dlpack.consume_capsule(capsule).release()
+    with pytest.raises(BufferError, match="already consumed"):
+        dlpack.consume_capsule(capsule)
+    with pytest.raises(BufferError, match="not a DLPack capsule"):
+        dlpack.consume_capsule(object())
+    other = _new_capsule(8, b"something_else", None)
+    with pytest.raises(BufferError, match="b'something_else' is not a DLPack tensor capsule"):
+        dlpack.consume_capsule(other)
+
+
+def test_no_dlpack_is_a_type_error():
+    with pytest.raises(TypeError, match="object does not support DLPack"):
+        StridedMemoryView.from_dlpack(object(), -1)
+
+    class OnlyDunder:
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("must not be called")
+
+    with pytest.raises(TypeError, match="OnlyDunder object does not support DLPack"):
+        StridedMemoryView.from_dlpack(OnlyDunder(), -1)
+
+
+# ----------------------------------------------------------------------------- export
+def _view(array):
+    return StridedMemoryView.from_dlpack(array, stream_ptr=-1)
+
+
+class LegacyConsumerShim:
+    """Makes NumPy consume the legacy capsule of ``view`` (as a pre-1.0 consumer would)."""
+
+    def __init__(self, view):
+        self.view = view
+
+    def __dlpack_device__(self):
+        return self.view.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        return self.view.__dlpack__()
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_export_keeps_the_view_alive_and_deleter_runs_once(legacy):
+    a = np.arange(12.0).reshape(3, 4)[:, ::-1]
+    view = _view(a)
+    alive = weakref.ref(view)
+    before = dlpack.export_count()
+    consumer = np.from_dlpack(LegacyConsumerShim(view) if legacy else view)
+    assert dlpack.export_count() == before + 1
+    del view
+    gc.collect()
+    assert alive() is not None
+    np.testing.assert_array_equal(consumer, a)
+    assert consumer.__array_interface__["data"][0] == a.__array_interface__["data"][0]
+    del consumer
+    gc.collect()
+    assert alive() is None
+    assert dlpack.export_count() == before
+
+
+def test_unconsumed_capsule_releases_the_view():
+    view = _view(np.arange(3.0))
+    alive = weakref.ref(view)
+    before = dlpack.export_count()
+    capsule = view.__dlpack__(max_version=(1, 0))
+    del view
+    gc.collect()
+    assert alive() is not None
+    del capsule
+    gc.collect()
+    assert alive() is None and dlpack.export_count() == before
+
+
+def test_export_fields_through_our_own_import():
+    a = np.arange(24, dtype=np.complex64).reshape(2, 3, 4).transpose(2, 0, 1)[::-1]
+    view = _view(a)
+    with dlpack.consume_capsule(view.__dlpack__(max_version=(1, 2))) as tensor:
+        assert tensor.versioned and tensor.flags == 0
+        assert tensor.shape == a.shape
+        assert tensor.strides == tuple(s // a.itemsize for s in a.strides)
+        assert tensor.ptr == a.__array_interface__["data"][0] and tensor.byte_offset == 0
+        assert tensor.dtype_triple == (5, 64, 1) and tensor.device == (1, 0)
+
+
+def test_export_zero_size_has_null_data():
+    view = _view(np.zeros((3, 0)))
+    with dlpack.consume_capsule(view.__dlpack__(max_version=(1, 0))) as tensor:
+        assert tensor.data is None or tensor.data == 0
+        assert tensor.shape == (3, 0)
+
+
+def test_export_zero_d():
+    view = _view(np.array(2.5))
+    out = np.from_dlpack(view)
+    assert out.shape == () and out == 2.5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"copy": True}, BufferError, "copy=True"),
+        ({"dl_device": (2, 0)}, BufferError, "dl_device=\\(2, 0\\)"),
+        ({"max_version": [1, 0]}, TypeError, "max_version=\\[1, 0\\] must be a"),
+        ({"stream": "x"}, TypeError, "must be a stream handle"),
+    ],
+)
+def test_export_rejects(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        _view(np.arange(3.0)).__dlpack__(**kwargs)
+
+
+def test_export_accepts_own_device_and_copy_false():
+    view = _view(np.arange(3.0))
+    capsule = view.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=False, stream=-1)
+    dlpack.consume_capsule(capsule).release()
+
+
+def test_export_without_dtype_or_with_unsupported_dtype():
+    a = np.zeros(4, dtype="M8[s]")
+    view = StridedMemoryView.from_array_interface(a)
+    with pytest.raises(BufferError, match="no DLPack equivalent"):
+        view.__dlpack__(max_version=(1, 0))
+    raw = view.view(dtype=None)
+    assert raw is view  # both None: the view itself
+    untyped = StridedMemoryView.from_buffer(view.buffer, view.layout)
+    with pytest.raises(BufferError, match="has no dtype"):
+        untyped.__dlpack__(max_version=(1, 0))
+
+
+def test_deleter_runs_even_when_the_consumer_is_the_last_reference():
+    """The exporter dies inside our deleter; nothing else may touch it afterwards."""
+    for _ in range(100):
+        np.from_dlpack(_view(np.arange(5.0)))
+    gc.collect()
+    assert sys.getrefcount(None) > 0  # the interpreter is still in one piece
