@@ -142,3 +142,29 @@ def test_package_is_callable_as_layoutkit_copy():
     b = np.zeros(4, dtype=np.int8)
     layoutkit.copy(view(b), view(a[::-1]))
     np.testing.assert_array_equal(b, a[::-1])
+
+
+def test_strided_memory_view_copy_from_and_copy_to():
+    from layoutkit import StridedMemoryView
+
+    src = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    dst = np.zeros((4, 3, 2))
+    StridedMemoryView.from_array_interface(dst).copy_from(
+        StridedMemoryView.from_array_interface(src.transpose(2, 1, 0))
+    )
+    np.testing.assert_array_equal(dst, src.transpose(2, 1, 0))
+    back = np.zeros_like(src)
+    StridedMemoryView.from_array_interface(dst).copy_to(
+        StridedMemoryView.from_array_interface(back.transpose(2, 1, 0))
+    )
+    np.testing.assert_array_equal(back, src)
+
+
+def test_read_only_view_refused():
+    from layoutkit import StridedMemoryView
+
+    frozen = np.zeros(4)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="dst is read-only"):
+        copy(StridedMemoryView.from_array_interface(frozen), view(np.ones(4)))
+    assert not frozen.any()

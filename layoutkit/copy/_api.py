@@ -83,18 +83,12 @@ def copy(dst, src, stream=None):
 
     Examples
     --------
-    Any object with the view attributes works; a NumPy array wrapped by hand:
-
     >>> import numpy as np
-    >>> from types import SimpleNamespace
-    >>> from layoutkit import StridedLayout
-    >>> def host_view(array):
-    ...     layout = StridedLayout(array.shape, array.strides, array.itemsize, divide_strides=True)
-    ...     return SimpleNamespace(ptr=array.ctypes.data, layout=layout, dtype=array.dtype,
-    ...                            readonly=False, is_device_accessible=False, device_id=-1)
+    >>> from layoutkit import StridedMemoryView
     >>> a = np.arange(6, dtype=np.int16).reshape(2, 3)
     >>> b = np.zeros((3, 2), dtype=np.int16)
-    >>> copy(host_view(b), host_view(a.T))
+    >>> copy(StridedMemoryView.from_array_interface(b),
+    ...      StridedMemoryView.from_array_interface(a.T))
     >>> b.tolist()
     [[0, 3], [1, 4], [2, 5]]
     """

@@ -1,0 +1,96 @@
+"""The GPU copy kernels under numba-cuda's simulator, checked byte for byte against NumPy.
+
+The simulator must be enabled before Numba's CUDA target is imported, so the cases run
+in a subprocess (this file, executed as a script with ``NUMBA_ENABLE_CUDASIM=1``).
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from layoutkit.copy.plan import ELEMENTWISE, TRANSPOSE, broadcast_source_strides, plan_copy
+
+HERE = Path(__file__).resolve().parent
+
+
+def _random_case(rng):
+    from _copy_cases import ITEMSIZES, strided_view
+
+    itemsize = int(rng.choice(ITEMSIZES))
+    ndim = int(rng.integers(0, 5))
+    shape = tuple(int(e) for e in rng.integers(0, 6, ndim))
+
+    def spec(shape):
+        return (
+            tuple(rng.permutation(len(shape))),
+            tuple(int(s) for s in rng.choice([1, 1, 2, -1, -2], len(shape))),
+            tuple(int(p) for p in rng.integers(0, 2, len(shape))),
+            int(rng.choice([0, 0, 1, 4, 8])),
+        )
+
+    src_shape = tuple(1 if rng.integers(0, 4) == 0 else e for e in shape)
+    dst_buffer, dst = strided_view(shape, itemsize, *spec(shape), fill=bytes)
+    src_buffer, src = strided_view(src_shape, itemsize, *spec(src_shape), fill=rng.bytes)
+    return dst_buffer, dst, src
+
+
+def _named_cases():
+    rng = np.random.default_rng(7)
+    for dtype in ("u1", "u2", "u4", "u8", "c16", "V3", "V6"):
+        itemsize = np.dtype(dtype).itemsize
+        typed = np.frombuffer(rng.bytes(40 * 13 * itemsize), dtype).reshape(40, 13)
+        for src in (typed.T, typed[::-1, ::2], typed[:, None, :].transpose(2, 1, 0)):
+            dst = np.zeros(src.shape, dtype)
+            yield dst.view(np.uint8).reshape(-1), dst, src
+
+
+def run_cases(n_random):
+    """Run the named and ``n_random`` random cases; return ``{method: count}``."""
+    from layoutkit.copy.gpu import launch_plan
+
+    rng = np.random.default_rng(1234)
+    cases = list(_named_cases()) + [_random_case(rng) for _ in range(n_random)]
+    counts = {}
+    for dst_buffer, dst, src in cases:
+        itemsize = dst.itemsize
+        src_strides = broadcast_source_strides(
+            dst.shape, src.shape, tuple(s // itemsize for s in src.strides)
+        )
+        dst_ptr = dst.__array_interface__["data"][0]
+        src_ptr = src.__array_interface__["data"][0]
+        dst_strides = tuple(s // itemsize for s in dst.strides)
+        plan = plan_copy(
+            dst.shape, dst_strides, src_strides, itemsize, dst_ptr, src_ptr, True, True
+        )
+        if plan.method not in (ELEMENTWISE, TRANSPOSE):
+            continue
+        expected = dst_buffer.copy()
+        offset = dst_ptr - dst_buffer.ctypes.data
+        np.copyto(np.ndarray(dst.shape, dst.dtype, expected, offset, dst.strides), src)
+        launch_plan(plan, dst_ptr, src_ptr)
+        assert dst_buffer.tobytes() == expected.tobytes(), (plan, dst.shape, src.strides)
+        key = f"{plan.method}-{plan.unit}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_kernels_under_the_simulator():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    result = subprocess.run(
+        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    counts = eval(result.stdout.strip().splitlines()[-1])
+    assert {"transpose-1", "transpose-4", "transpose-16", "elementwise-1"} <= set(counts)
+    assert sum(counts.values()) >= 40
+
+
+if __name__ == "__main__":
+    from numba.core import config
+
+    assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
+    print(run_cases(120))
