@@ -448,10 +448,11 @@ def slice_axis(extent, start, stop, step, has_start, has_stop):
                 t = lower
         elif t > upper:
             t = upper
+    # (t - s - 1) // step + 1 cannot overflow, even for a step near the int64 limits
     if step > 0:
-        length = (t - s + step - 1) // step if t > s else 0
+        length = (t - s - 1) // step + 1 if t > s else 0
     else:
-        length = (s - t - step - 1) // (-step) if s > t else 0
+        length = (s - t - 1) // (-step) + 1 if s > t else 0
     return s, length
 
 
