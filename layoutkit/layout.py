@@ -1085,8 +1085,7 @@ def _parse_index(items, shape):
             step = 1 if item.step is None else _as_index(item.step, "slice step")
             if step == 0:
                 raise ValueError(f"slice step cannot be zero (axis {axis})")
-            if not _INT64_MIN < step <= _INT64_MAX:
-                raise OverflowError(f"slice step {step} does not fit in int64")
+            step = _clamp64(step)  # as Python and NumPy clamp a huge step
             start = stop = 0
             if item.start is not None:
                 start = _clamp64(_as_index(item.start, "slice start"))
