@@ -77,6 +77,8 @@ def test_sliced_matches_numpy_indexing(data):
         (0, 1, 2),
         (-1, -1, -1, None),
         (),
+        (slice(None, None, 2**63 - 1), slice(-(2**70), 2**70, -(2**70))),
+        (slice(2**70, None, -(2**63 - 1)), Ellipsis, slice(1, None, 2**62)),
     ],
     ids=repr,
 )
