@@ -227,9 +227,14 @@ def _host_side_contiguous(shape, strides, itemsize):
     return len(c_shape) <= 1 and all(s == 1 for s in c_strides)
 
 
+#: Largest row pitch the driver's 2-d copies accept (bytes).
+MAX_PITCH = 2**31 - 1
+
+
 def _fits_copy2d(shape, dst_strides, src_strides, unit):
     return (
         len(shape) == 2
+        and max(dst_strides[0], src_strides[0]) <= MAX_PITCH
         and dst_strides[1] == unit
         and src_strides[1] == unit
         and dst_strides[0] >= shape[1] * unit

@@ -1,0 +1,190 @@
+"""Copies with device memory on a real GPU, checked byte for byte against ``np.copyto``.
+
+Each side of a case is a NumPy byte buffer mirrored into host, pinned or device memory
+(whole-buffer ``cuMemcpy``), so bytes outside the destination view are checked too.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _copy_cases import copy_cases, expected_bytes
+from hypothesis import given, settings
+
+from layoutkit import _driver
+from layoutkit.copy import copy
+from layoutkit.layout import StridedLayout
+
+pytestmark = pytest.mark.cuda
+
+HERE = Path(__file__).resolve().parent
+
+KINDS = ("host", "pinned", "device")
+PAIRS = [(d, s) for d in KINDS for s in KINDS if "device" in (d, s) or "pinned" in (d, s)]
+
+
+class MirroredView:
+    """The view attributes ``copy`` reads, over a mirror of a NumPy byte buffer."""
+
+    def __init__(self, memory, array):
+        self.ptr = memory.ptr + (array.__array_interface__["data"][0] - memory.host.ctypes.data)
+        self.layout = StridedLayout(array.shape, array.strides, array.itemsize, divide_strides=True)
+        self.dtype = array.dtype
+        self.readonly = False
+        self.is_device_accessible = memory.kind != "host"
+        self.device_id = 0 if memory.kind == "device" else -1
+
+
+class Memory:
+    """``host`` bytes copied into memory of ``kind`` ("host", "pinned" or "device")."""
+
+    def __init__(self, kind, host):
+        self.kind = kind
+        self.host = host
+        if kind == "host":
+            self.ptr = host.ctypes.data
+        elif kind == "pinned":
+            _driver.ensure_context()
+            self.ptr = _driver.mem_host_alloc(max(host.nbytes, 1))
+        else:
+            _driver.ensure_context()
+            self.ptr = _driver.mem_alloc(max(host.nbytes, 1))
+        if kind != "host":
+            _driver.memcpy(self.ptr, host.ctypes.data, host.nbytes)
+
+    def view(self, array):
+        return MirroredView(self, array)
+
+    def read(self):
+        if self.kind == "host":
+            return self.host.copy()
+        _driver.synchronize_device(0)
+        out = np.empty_like(self.host)
+        _driver.memcpy(out.ctypes.data, self.ptr, out.nbytes)
+        return out
+
+    def free(self):
+        if self.kind == "pinned":
+            _driver.mem_free_host(self.ptr)
+        elif self.kind == "device":
+            _driver.mem_free(self.ptr)
+
+
+def check_case(case, dst_kind, src_kind):
+    dst_buffer, dst, src_buffer, src = case
+    expected = expected_bytes(dst_buffer, dst, src)
+    dst_memory = Memory(dst_kind, dst_buffer)
+    src_memory = Memory(src_kind, src_buffer)
+    try:
+        copy(dst_memory.view(dst), src_memory.view(src))
+        np.testing.assert_array_equal(dst_memory.read(), expected)
+        np.testing.assert_array_equal(src_memory.read(), src_buffer)
+    finally:
+        dst_memory.free()
+        src_memory.free()
+
+
+@pytest.mark.parametrize(("dst_kind", "src_kind"), PAIRS)
+@settings(max_examples=60, deadline=None)
+@given(case=copy_cases())
+def test_random_layouts(dst_kind, src_kind, case):
+    check_case(case, dst_kind, src_kind)
+
+
+def _named(itemsize, make, shape=(67, 45)):
+    rng = np.random.default_rng(itemsize)
+    dtype = np.dtype((np.void, itemsize))
+    base = np.frombuffer(rng.bytes(int(np.prod(shape)) * itemsize), dtype).reshape(shape)
+    src_buffer = base.view(np.uint8).reshape(-1).copy()
+    src = np.ndarray(shape, dtype, src_buffer)
+    src = make(src)
+    dst_buffer = np.zeros(src.size * itemsize + 32, np.uint8)
+    dst = np.ndarray(src.shape, dtype, dst_buffer, 16)
+    return dst_buffer, dst, src_buffer, src
+
+
+LAYOUTS = {
+    "transpose": lambda a: a.T,
+    "reverse-step": lambda a: a[::-1, ::2],
+    "broadcast-row": lambda a: np.broadcast_to(a[3], (70, a.shape[1])),
+    "contiguous": lambda a: a,
+    "3d-permute": lambda a: a[:66].reshape(6, 11, 45).transpose(2, 0, 1),
+    "0-d": lambda a: a[5, 7],
+    "empty": lambda a: a[:0],
+}
+
+
+@pytest.mark.parametrize("itemsize", [1, 2, 3, 4, 8, 12, 16])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize(("dst_kind", "src_kind"), [("device", "device"), ("device", "host"),
+                                                    ("host", "device")])  # fmt: skip
+def test_named_layouts(itemsize, layout, dst_kind, src_kind):
+    check_case(_named(itemsize, LAYOUTS[layout]), dst_kind, src_kind)
+
+
+def test_large_transposes_and_odd_extents():
+    for itemsize, shape in [
+        (4, (1025, 2047)),
+        (1, (2049, 3001)),
+        (2, (513, 4097)),
+        (16, (300, 701)),
+    ]:
+        check_case(_named(itemsize, lambda a: a.T, shape), "device", "device")
+
+
+def test_stream_argument_orders_the_copy():
+    cuda = pytest.importorskip("numba.cuda")
+    stream = cuda.stream()
+    case = _named(4, lambda a: a.T, (301, 257))
+    dst_buffer, dst, src_buffer, src = case
+    expected = expected_bytes(dst_buffer, dst, src)
+    dst_memory, src_memory = Memory("device", dst_buffer), Memory("device", src_buffer)
+    copy(dst_memory.view(dst), src_memory.view(src), stream=stream.handle.value)
+    stream.synchronize()
+    np.testing.assert_array_equal(dst_memory.read(), expected)
+    dst_memory.free()
+    src_memory.free()
+
+
+def test_strided_memory_view_end_to_end():
+    from layoutkit import Device, StridedMemoryView
+
+    host = np.arange(12 * 10, dtype=np.float32).reshape(12, 10)
+    device = Device(0)
+    device.set_current()
+    layout = StridedLayout.dense((10, 12), 4)
+    buffer = device.allocate(layout.required_size_in_bytes())
+    on_device = StridedMemoryView.from_buffer(buffer, layout, np.float32)
+    on_device.copy_from(StridedMemoryView.from_array_interface(host.T))
+    back = np.zeros((10, 12), np.float32)
+    on_device.copy_to(StridedMemoryView.from_array_interface(back))
+    np.testing.assert_array_equal(back, host.T)
+
+
+SANITIZED = """
+import sys
+sys.path[:0] = {paths!r}
+from test_copy_cuda import LAYOUTS, _named, check_case
+for itemsize in (1, 2, 4, 8, 16, 3):
+    for layout in ("transpose", "reverse-step", "broadcast-row", "3d-permute"):
+        for dst_kind, src_kind in (("device", "device"), ("host", "device"), ("device", "host")):
+            check_case(_named(itemsize, LAYOUTS[layout], (37, 29)), dst_kind, src_kind)
+print("sanitized copies ok")
+"""
+
+
+def test_compute_sanitizer_memcheck():
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer is None:
+        pytest.skip("compute-sanitizer is not on PATH")
+    script = SANITIZED.format(paths=[str(HERE), str(HERE.parent)])
+    result = subprocess.run(
+        [sanitizer, "--tool", "memcheck", "--error-exitcode", "3", sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "sanitized copies ok" in result.stdout
