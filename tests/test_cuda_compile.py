@@ -12,6 +12,7 @@ import pytest
 from numba import cuda, types
 from numba.np import numpy_support
 
+import layoutkit._driver
 import layoutkit.cuda
 from layoutkit._numba_view import StridedViewType, strided_view_type
 from layoutkit.cuda import LaunchArgument, extension
@@ -167,3 +168,38 @@ def test_prepare_rejects_unsupported_argument_types():
     assert _parameter_format(types.float32) == ("f4x", False)
     with pytest.raises(TypeError, match="prepare.. supports views and integer, float and bool"):
         _parameter_format(types.complex64)
+
+
+def test_prepared_launch_packs_one_slot_per_kernel_parameter(monkeypatch):
+    import ctypes
+    import struct
+    import types as pytypes
+
+    from layoutkit.cuda import PreparedLaunch
+
+    calls = []
+
+    fake_bindings = pytypes.SimpleNamespace(
+        cuLaunchKernel=lambda *args: calls.append(args) or (0,),
+        CUresult=pytypes.SimpleNamespace(CUDA_SUCCESS=0),
+        CUfunction=lambda handle: ("function", handle),
+        CUstream=lambda handle: ("stream", handle),
+    )
+    monkeypatch.setattr(layoutkit._driver, "_bindings", lambda: fake_bindings)
+    monkeypatch.setattr(layoutkit._driver, "current_device_id", lambda: 0)
+    cufunc = pytypes.SimpleNamespace(handle=77)
+    compiled = pytypes.SimpleNamespace(
+        _codelibrary=pytypes.SimpleNamespace(get_cufunc=lambda: cufunc)
+    )
+    argument_types = (view_type("f4", 2, "A"), types.float32, types.int64)
+    launcher = PreparedLaunch(compiled, argument_types, (3, 2), 128, 0, 0)
+    view = LaunchArgument(argument_types[0], (4096, 5, 7, -7, 2, 9))
+    launcher.launch_flat((view, 1.5, -3))
+
+    (call,) = calls
+    assert call[:9] == (("function", 77), 3, 2, 1, 128, 1, 1, 0, ("stream", 0))
+    pointers = (ctypes.c_void_p * 8).from_address(call[9])
+    slots = [ctypes.string_at(pointer, 8) for pointer in pointers]
+    assert [struct.unpack("<q", slot)[0] for slot in slots[:6]] == [4096, 5, 7, -7, 2, 9]
+    assert struct.unpack("<f", slots[6][:4])[0] == 1.5
+    assert struct.unpack("<q", slots[7])[0] == -3

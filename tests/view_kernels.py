@@ -6,11 +6,14 @@ from numba import cuda
 import layoutkit.cuda
 
 
-@layoutkit.cuda.jit
-def scaled_copy(source, destination, factor):
-    i, j = cuda.grid(2)
-    if i < destination.shape[0] and j < destination.shape[1]:
-        destination[i, j] = source[i, j] * factor
+def scaled_copy_source(source, destination, factor):
+    """destination = source * factor; thread x runs along the last axis (coalesced for C)."""
+    x, y = cuda.grid(2)
+    if y < destination.shape[0] and x < destination.shape[1]:
+        destination[y, x] = source[y, x] * factor
+
+
+scaled_copy = layoutkit.cuda.jit(scaled_copy_source)
 
 
 @layoutkit.cuda.jit

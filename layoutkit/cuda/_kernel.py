@@ -59,16 +59,28 @@ def _stream_pointer(stream):
 class ViewKernel:
     """A numba-cuda kernel with view arguments (made by :func:`jit`).
 
+    A launch converts and checks the view arguments, then, when every argument is a view
+    or a Python ``int``/``float``/``bool`` and the kernel is not compiled with
+    ``debug=True``, launches through the driver with a launcher cached per launch
+    configuration and argument types (as :meth:`prepare` does); otherwise it goes through
+    numba-cuda's own launch.
+
     Attributes
     ----------
     dispatcher : numba.cuda dispatcher
         The underlying numba-cuda kernel.
+    direct_launch : bool
+        Class-wide switch of the driver launch path (True); False always launches
+        through numba-cuda.
     """
+
+    direct_launch = True
 
     def __init__(self, dispatcher, boundscheck=False, simulated=False):
         self.dispatcher = dispatcher
         self._boundscheck = boundscheck
         self._simulated = simulated
+        self._launchers = {}
 
     def __getitem__(self, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -85,6 +97,13 @@ class ViewKernel:
         from layoutkit import _driver
 
         stream_ptr = None
+        device_ids = []
+
+        def current_device_id():  # one driver query per launch, only if a view needs it
+            if not device_ids:
+                device_ids.append(_driver.ensure_context())
+            return device_ids[0]
+
         converted = []
         for position, arg in enumerate(args):
             view = _as_view(arg)
@@ -95,9 +114,7 @@ class ViewKernel:
                 stream_ptr = _stream_pointer(stream) if stream_ptr is None else stream_ptr
                 view = _import_view(arg, stream_ptr)
             converted.append(
-                launch_argument(
-                    view, f"argument {position}", _driver.ensure_context, self._boundscheck
-                )
+                launch_argument(view, f"argument {position}", current_device_id, self._boundscheck)
             )
         return tuple(converted)
 
@@ -118,17 +135,56 @@ class ViewKernel:
         compiled = self.dispatcher.compile(argument_types)
         return PreparedLaunch(compiled, argument_types, griddim, blockdim, stream, sharedmem)
 
+    def _direct_launcher(self, config, arguments):
+        """The cached driver launcher for these arguments, or None to launch through numba."""
+        if self._simulated or not self.direct_launch or self.dispatcher.targetoptions.get("debug"):
+            return None
+        key_types = []
+        for arg in arguments:
+            kind = type(arg)
+            if kind is LaunchArgument:
+                key_types.append(arg._numba_type_)
+            elif kind in (int, float, bool):
+                key_types.append(kind)
+            else:
+                return None
+        key = config, tuple(key_types)
+        try:
+            launcher = self._launchers.get(key)
+        except TypeError:  # an unhashable launch configuration
+            return None
+        if launcher is None:
+            launcher = self._launchers[key] = self._new_launcher(config, arguments)
+        return launcher or None
+
+    def _new_launcher(self, config, arguments):
+        from layoutkit.cuda._launcher import PreparedLaunch
+
+        argument_types = tuple(self.dispatcher.typeof_pyval(arg) for arg in arguments)
+        compiled = self.dispatcher.compile(argument_types)
+        griddim, blockdim, stream, sharedmem = (*config, 0, 0)[:4]
+        try:
+            return PreparedLaunch(compiled, argument_types, griddim, blockdim, stream, sharedmem)
+        except TypeError:  # a scalar type the packed launch does not handle
+            return False
+
 
 class _ConfiguredLaunch:
-    __slots__ = ("_kernel", "_launch", "_stream")
+    __slots__ = ("_kernel", "_config", "_stream")
 
     def __init__(self, kernel, config):
         self._kernel = kernel
-        self._launch = kernel.dispatcher[config]
+        self._config = config
         self._stream = config[2] if len(config) > 2 else 0
 
     def __call__(self, *args):
-        return self._launch(*self._kernel.launch_arguments(args, self._stream))
+        kernel = self._kernel
+        arguments = kernel.launch_arguments(args, self._stream)
+        launcher = kernel._direct_launcher(self._config, arguments)
+        if launcher is None:
+            kernel.dispatcher[self._config](*arguments)
+        else:
+            launcher.launch_flat(arguments)
 
 
 _NOT_A_VIEW = object()

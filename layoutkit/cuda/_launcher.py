@@ -87,6 +87,19 @@ class PreparedLaunch:
                 values.extend(view_arguments(arg))
             else:
                 values.append(arg)
+        self._launch(values)
+
+    def launch_flat(self, arguments):
+        """Launch with arguments already checked and flattened (``LaunchArgument`` objects)."""
+        values = []
+        for arg, is_view in zip(arguments, self._is_view, strict=True):
+            if is_view:
+                values.extend(arg.values)
+            else:
+                values.append(arg)
+        self._launch(values)
+
+    def _launch(self, values):
         self._packer.pack_into(self._slots, 0, *values)
         grid, block = self._grid, self._block
         (error,) = self._launch_kernel(

@@ -1,0 +1,223 @@
+"""Views as kernel arguments on a real GPU: random layouts against NumPy, CuPy and torch
+arguments, the prepared launch path, bounds checks and launch-time errors."""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import layoutkit.cuda
+from layoutkit import _driver
+from layoutkit.layout import StridedLayout
+from layoutkit.memory import DeviceMemoryResource
+from layoutkit.memoryview import StridedMemoryView
+
+pytestmark = pytest.mark.cuda
+
+
+def device_copy_of(base):
+    """A device buffer holding ``base`` (C-contiguous), and a function reading it back."""
+    buffer = DeviceMemoryResource(0).allocate(max(base.nbytes, 1))
+    if base.nbytes:
+        _driver.memcpy(buffer.ptr, base.ctypes.data, base.nbytes)
+
+    def read_back():
+        host = np.empty_like(base)
+        if base.nbytes:
+            _driver.memcpy(host.ctypes.data, buffer.ptr, base.nbytes)
+        return host
+
+    return buffer, read_back
+
+
+def device_view(buffer, layout, dtype):
+    return StridedMemoryView.from_buffer(buffer, layout, np.dtype(dtype))
+
+
+def random_case(rng):
+    """(shape, index, order, broadcast_extent) of a NumPy view of an arange base."""
+    ndim = int(rng.integers(0, 9))
+    shape = tuple(int(e) for e in rng.integers(0, 4 if ndim > 4 else 6, size=ndim))
+    index = []
+    for extent in shape:
+        step = int(rng.choice([1, 2, -1, -2, 3]))
+        start = int(rng.integers(0, max(extent, 1)))
+        index.append(slice(start, None, step) if step > 0 else slice(None, start, step))
+    order = tuple(int(a) for a in rng.permutation(ndim))
+    broadcast = 3 if ndim and rng.random() < 0.25 else None
+    return shape, tuple(index), order, broadcast
+
+
+def apply_case(target, index, order, broadcast, broadcast_to):
+    """The same view of ``target`` (a NumPy array or a StridedLayout)."""
+    view = target[(*index, ...)] if isinstance(target, np.ndarray) else target[index]
+    view = view.transpose(order) if isinstance(view, np.ndarray) else view.permuted(order)
+    if broadcast and view.shape and view.shape[0] > 0:
+        view = broadcast_to(view[:1], (broadcast, *view.shape[1:]))
+    return view
+
+
+CASES = [random_case(np.random.default_rng(seed)) for seed in range(40)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"case{k}" for k in range(len(CASES))])
+def test_random_layouts_read_and_write_what_numpy_predicts(case):
+    from view_kernels import blocks_for, flat_kernel
+
+    shape, index, order, broadcast = case
+    base = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    array = apply_case(base, index, order, broadcast, np.broadcast_to)
+    layout = apply_case(
+        StridedLayout.dense(shape, 8), index, order, broadcast, lambda lay, s: lay.broadcast_to(s)
+    )
+    assert layout.shape == array.shape
+    buffer, read_back = device_copy_of(base)
+    view = device_view(buffer, layout, np.float64)
+
+    flat = np.full(array.size, -1.0)
+    flat_buffer, read_flat = device_copy_of(flat)
+    flat_view = device_view(flat_buffer, StridedLayout.dense(flat.shape, 8), np.float64)
+    flat_kernel(array.ndim, "read")[blocks_for(array.size)](view, flat_view)
+    cuda.synchronize()
+    np.testing.assert_array_equal(read_flat(), array.reshape(-1))
+
+    if broadcast:  # a broadcast view aliases elements; writing it is not well defined
+        return
+    values = -1.0 - np.arange(array.size, dtype=np.float64)
+    values_buffer, _ = device_copy_of(values)
+    values_view = device_view(values_buffer, StridedLayout.dense(values.shape, 8), np.float64)
+    flat_kernel(array.ndim, "write")[blocks_for(array.size)](view, values_view)
+    cuda.synchronize()
+    expected = base.copy()
+    apply_case(expected, index, order, None, None)[...] = values.reshape(array.shape)
+    np.testing.assert_array_equal(read_back(), expected)
+
+
+def test_derived_views_match_numpy():
+    from view_kernels import derived_views, expected_derived
+
+    base = np.arange(42.0).reshape(6, 7)
+    buffer, _ = device_copy_of(base)
+    view = device_view(buffer, StridedLayout.dense((6, 7), 8)[1:, 2:], np.float64)
+    out = np.zeros(12)
+    out_buffer, read_out = device_copy_of(out)
+    derived_views[1, 1](view, device_view(out_buffer, StridedLayout.dense((12,), 8), np.float64))
+    cuda.synchronize()
+    np.testing.assert_array_equal(read_out(), expected_derived(base[1:, 2:], 1 * 7 + 2))
+
+
+def test_cupy_arrays_passed_directly():
+    cupy = pytest.importorskip("cupy")
+    from view_kernels import scaled_copy
+
+    source = cupy.arange(60, dtype=cupy.float32).reshape(6, 10)[::-1, 1::3]
+    destination = cupy.zeros((10, 6), dtype=cupy.float32).T[:, :4]
+    scaled_copy[(1, 1), (8, 8)](source, destination, 3.0)
+    np.testing.assert_array_equal(cupy.asnumpy(destination), cupy.asnumpy(source) * 3)
+
+
+def test_torch_tensors_passed_directly():
+    torch = pytest.importorskip("torch")
+    from view_kernels import scaled_copy
+
+    source = torch.arange(60, dtype=torch.float32, device="cuda").reshape(6, 10)[:, 1::3]
+    destination = torch.zeros((10, 6), dtype=torch.float32, device="cuda").T[:, :4]
+    scaled_copy[(1, 1), (8, 8)](source, destination, 3.0)
+    torch.cuda.synchronize()
+    assert torch.equal(destination.cpu(), source.cpu() * 3)
+
+
+def test_plain_numba_kernel_with_the_extension():
+    from view_kernels import scaled_copy_source
+
+    kernel = cuda.jit(scaled_copy_source, extensions=[layoutkit.cuda.extension])
+    base = np.arange(20.0).reshape(4, 5)
+    buffer, _ = device_copy_of(base)
+    source = device_view(buffer, StridedLayout.dense((4, 5), 8)[:, ::-2], np.float64)
+    out_buffer, read_out = device_copy_of(np.zeros((4, 3)))
+    destination = device_view(out_buffer, StridedLayout.dense((4, 3), 8), np.float64)
+    kernel[(1, 1), (8, 8)](source, destination, 2.0)
+    cuda.synchronize()
+    np.testing.assert_array_equal(read_out(), base[:, ::-2] * 2)
+
+
+def test_prepared_launch_relaunches_with_new_views():
+    from view_kernels import scaled_copy
+
+    layout = StridedLayout.dense((8, 8), 4)
+    first = np.arange(64, dtype=np.float32).reshape(8, 8)
+    second = first[::-1].copy()
+    source_a, _ = device_copy_of(first)
+    source_b, _ = device_copy_of(second)
+    out_buffer, read_out = device_copy_of(np.zeros((8, 8), np.float32))
+    out = device_view(out_buffer, layout, np.float32)
+    launcher = scaled_copy.prepare(
+        (1, 1), (8, 8), device_view(source_a, layout, np.float32), out, 2.0
+    )
+    launcher(device_view(source_a, layout, np.float32), out, 2.0)
+    cuda.synchronize()
+    np.testing.assert_array_equal(read_out(), first * 2)
+    launcher(device_view(source_b, layout, np.float32), out, -1.0)
+    cuda.synchronize()
+    np.testing.assert_array_equal(read_out(), -second)
+    with pytest.raises(TypeError, match="argument 0: the kernel was prepared for"):
+        launcher(
+            device_view(source_b, StridedLayout.dense((8, 8), 4)[:, ::2], np.float32), out, 1.0
+        )
+
+
+def test_bounds_checked_kernel_reports_index_error():
+    @layoutkit.cuda.jit(boundscheck=True, debug=True, opt=False)
+    def read_past_end(view, out):
+        out[0] = view[view.shape[0]]
+
+    buffer, _ = device_copy_of(np.arange(4.0))
+    view = device_view(buffer, StridedLayout.dense((4,), 8), np.float64)
+    with pytest.raises(IndexError, match="view index out of bounds on axis 0"):
+        read_past_end[1, 1](view, view)
+
+
+def test_host_only_view_is_refused_at_launch():
+    from view_kernels import scaled_copy
+
+    host = StridedMemoryView.from_array_interface(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="argument 0: a host-only view"):
+        scaled_copy[1, (2, 2)](host, host, 1.0)
+
+
+def test_closed_buffer_is_refused_at_launch():
+    from view_kernels import scaled_copy
+
+    buffer, _ = device_copy_of(np.zeros((2, 2)))
+    view = device_view(buffer, StridedLayout.dense((2, 2), 8), np.float64)
+    buffer.close()
+    with pytest.raises(BufferError, match="argument 0: the view's buffer is closed"):
+        scaled_copy[1, (2, 2)](view, view, 1.0)
+
+
+def test_device_view_is_refused_by_njit():
+    from numba import njit
+
+    import layoutkit._numba_view  # noqa: F401  (registers view typing for @njit)
+
+    buffer, _ = device_copy_of(np.zeros(3))
+    view = device_view(buffer, StridedLayout.dense((3,), 8), np.float64)
+
+    @njit
+    def first(v):
+        return v[0]
+
+    with pytest.raises(
+        ValueError, match="a device-only view .device_id=0. cannot be passed to @njit"
+    ):
+        first(view)
+
+
+def test_view_of_another_device_is_refused():
+    if _driver.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    from view_kernels import scaled_copy
+
+    buffer = DeviceMemoryResource(1).allocate(32)
+    view = device_view(buffer, StridedLayout.dense((2, 2), 8), np.float64)
+    with pytest.raises(ValueError, match="lives on device 1 but the kernel runs on device 0"):
+        scaled_copy[1, (2, 2)](view, view, 1.0)
