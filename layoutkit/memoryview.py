@@ -255,7 +255,10 @@ class StridedMemoryView:
         """
         dtype = array.dtype
         if dtype.char not in _DLPACK_CHARS or not dtype.isnative:
-            return None
+            try:  # ml_dtypes types: ours to carry (NumPy's export refuses them)
+                to_dlpack_dtype(dtype)
+            except BufferError:
+                return None
         itemsize = dtype.itemsize
         strides = array.strides
         for stride in strides:
@@ -611,6 +614,7 @@ class StridedMemoryView:
 
     def __dlpack_device__(self):
         """``(device_type, device_id)`` as DLPack names them."""
+        self._check_open()
         device = self._dl_device
         if device is not None:
             return device
@@ -671,14 +675,13 @@ class StridedMemoryView:
                 raise BufferError(f"{dtype} needs a versioned DLPack capsule")
             flags |= _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED
         layout = self.layout
-        ptr = self.ptr if layout.volume else 0
+        ptr = 0 if 0 in layout.shape else self.ptr
         return _dlpack.export_capsule(
             self, ptr, layout.shape, layout.strides, (code, bits, lanes), device, flags,
             versioned,
         )  # fmt: skip
 
     def _interface(self, make):
-        self._check_open()
         layout = self.layout
         return make(
             self.ptr, self._readonly, layout.shape, layout.strides_in_bytes, self.dtype,
@@ -688,6 +691,7 @@ class StridedMemoryView:
     @property
     def __array_interface__(self):
         """The NumPy array interface (v3) of a host-accessible view."""
+        self._check_open()
         if not self._location()[2]:
             raise AttributeError(
                 "__array_interface__: the view's memory is not host-accessible "
@@ -698,6 +702,7 @@ class StridedMemoryView:
     @property
     def __cuda_array_interface__(self):
         """The CUDA array interface (v3) of a device-accessible view (``stream`` None)."""
+        self._check_open()
         if not self.is_device_accessible:
             raise AttributeError(
                 "__cuda_array_interface__: the view's memory is not device-accessible "

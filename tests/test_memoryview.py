@@ -1,0 +1,547 @@
+"""StridedMemoryView on the host: every import path and export against NumPy as the oracle."""
+
+import array
+import gc
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+import weakref
+
+import numpy as np
+import pytest
+
+from layoutkit import Buffer, StridedLayout, StridedMemoryView, args_viewable_as_strided_memory
+from layoutkit.interop import dlpack
+
+_BASE = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
+HOST_ARRAYS = {
+    "c_order": _BASE,
+    "f_order": np.asfortranarray(_BASE),
+    "sliced": _BASE[:, 1:, ::2],
+    "transposed": _BASE.transpose(2, 0, 1),
+    "broadcast": np.broadcast_to(np.arange(4.0), (3, 4)),
+    "negative": _BASE[::-1, :, ::-2],
+    "negative_int8": np.arange(20, dtype=np.int8)[::-3],
+    "zero_size": _BASE[:, :0],
+    "zero_d": np.array(3.5),
+    "extent_one": _BASE[:1, 1:2],
+    "bool": np.array([True, False, True]),
+    "complex": (np.arange(6) * (1 + 2j)).astype(np.complex64).reshape(2, 3).T,
+    "uint16": np.arange(12, dtype=np.uint16).reshape(3, 4)[::2, ::-1],
+    "readonly": np.frombuffer(b"\x01\x02\x03\x04\x05\x06", dtype=np.uint8)[1::2],
+}
+
+
+class Generic:
+    """A DLPack producer that is not an ndarray, so the capsule path is taken."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+class InterfaceOnly:
+    """Exposes only the ``__array_interface__`` dict of an array."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__array_interface__ = array.__array_interface__
+
+
+IMPORTS = {
+    "from_dlpack": lambda a: StridedMemoryView.from_dlpack(a, -1),
+    "from_dlpack_capsule": lambda a: StridedMemoryView.from_dlpack(Generic(a), -1),
+    "from_array_interface": StridedMemoryView.from_array_interface,
+    "from_array_interface_dict": lambda a: StridedMemoryView.from_array_interface(InterfaceOnly(a)),
+    "from_any_interface": lambda a: StridedMemoryView.from_any_interface(a, -1),
+}
+
+
+def data_pointer(a):
+    return a.__array_interface__["data"][0]
+
+
+def significant(shape, strides):
+    """Strides that matter: those of axes with more than one element (none if empty)."""
+    if 0 in shape:
+        return ()
+    return tuple(s for n, s in zip(shape, strides, strict=True) if n > 1)
+
+
+def check_view_matches(view, a):
+    """The view describes exactly ``a``: same memory, metadata, and elements."""
+    assert view.shape == a.shape
+    assert significant(a.shape, view.strides) == significant(
+        a.shape, tuple(s // a.itemsize for s in a.strides)
+    )
+    assert view.dtype == a.dtype
+    assert view.size == a.size
+    assert view.readonly == (not a.flags.writeable)
+    assert view.device_id == -1 and view.is_device_accessible is False
+    if a.size:
+        assert view.ptr == data_pointer(a)
+    # the layout is relative to the buffer, and the buffer holds every element
+    layout, buffer = view.layout, view.buffer
+    assert view.ptr == buffer.ptr + layout.slice_offset_in_bytes
+    if a.size:
+        assert layout.min_offset >= 0
+        assert (layout.max_offset + 1) * layout.itemsize <= buffer.size
+    for out in (np.from_dlpack(view), np.asarray(view)):
+        np.testing.assert_array_equal(out, a)
+        assert out.dtype == a.dtype and out.shape == a.shape
+        if a.size:
+            assert data_pointer(out) == data_pointer(a)
+            assert significant(a.shape, out.strides) == significant(a.shape, a.strides)
+        assert out.flags.writeable == a.flags.writeable
+
+
+@pytest.mark.parametrize("importer", IMPORTS)
+@pytest.mark.parametrize("case", HOST_ARRAYS)
+def test_import_and_export_round_trip(importer, case):
+    a = HOST_ARRAYS[case]
+    view = IMPORTS[importer](a)
+    check_view_matches(view, a)
+    assert view.exporting_obj is a or isinstance(view.exporting_obj, Generic | InterfaceOnly)
+
+
+@pytest.mark.parametrize("case", HOST_ARRAYS)
+def test_view_of_view_round_trip(case):
+    """A view is itself a DLPack producer and an array-interface exporter."""
+    a = HOST_ARRAYS[case]
+    first = StridedMemoryView.from_dlpack(a, -1)
+    check_view_matches(StridedMemoryView.from_dlpack(first, -1), a)
+    check_view_matches(StridedMemoryView.from_array_interface(first), a)
+
+
+def test_negative_strides_layout_points_back_from_buffer_start():
+    a = np.arange(8, dtype=np.int32)[::-1]
+    view = StridedMemoryView.from_dlpack(a, -1)
+    assert view.layout == StridedLayout._trusted((8,), (-1,), 4, 7)
+    assert view.buffer.ptr == data_pointer(a) - 28 and view.buffer.size == 32
+    # slicing the layout slices the view, as NumPy slices the array
+    np.testing.assert_array_equal(np.from_dlpack(view.view(view.layout[1::3])), a[1::3])
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [bytearray(b"abcdef"), b"abcdef", memoryview(b"abcdefgh")[::2], array.array("i", [1, 2, 3])],
+    ids=["bytearray", "bytes", "memoryview", "array"],
+)
+def test_buffer_protocol_objects(obj):
+    view = StridedMemoryView.from_any_interface(obj, None)
+    expected = np.asarray(memoryview(obj))
+    np.testing.assert_array_equal(np.from_dlpack(view), expected)
+    assert view.readonly == memoryview(obj).readonly
+    assert view.exporting_obj is obj
+
+
+def test_bfloat16_survives_import_and_export():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.arange(6, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(2, 3)[:, ::-1]
+    view = StridedMemoryView.from_dlpack(a, -1)
+    assert view.dtype == np.dtype(ml_dtypes.bfloat16)
+    again = StridedMemoryView.from_dlpack(view, -1)  # through a real capsule (code 4)
+    assert again.dtype == np.dtype(ml_dtypes.bfloat16) and again.ptr == data_pointer(a)
+    out = np.asarray(again).view(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(out.astype(np.float32), a.astype(np.float32))
+
+
+# ----------------------------------------------------------------------------- from_buffer
+@pytest.fixture
+def host_buffer():
+    a = np.arange(12, dtype=np.int32)
+    return StridedMemoryView.from_array_interface(a).buffer, a
+
+
+def test_from_buffer_addresses_and_dtype(host_buffer):
+    buffer, a = host_buffer
+    layout = StridedLayout.dense((3, 4), 4)[1:, ::-2]
+    view = StridedMemoryView.from_buffer(buffer, layout, np.int32)
+    assert view.ptr == buffer.ptr + layout.slice_offset_in_bytes
+    assert view.exporting_obj is buffer and view.buffer is buffer
+    np.testing.assert_array_equal(np.from_dlpack(view), a.reshape(3, 4)[1:, ::-2])
+    assert not view.readonly
+    assert StridedMemoryView.from_buffer(buffer, layout, "i4", is_readonly=True).readonly
+
+
+@pytest.mark.parametrize("spelling", [np.float32, "f4", np.dtype("float32"), "float32"])
+def test_from_buffer_dtype_spellings(host_buffer, spelling):
+    """DECISIONS 15: any numpy.dtype() argument."""
+    buffer, _ = host_buffer
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((12,), 4), spelling)
+    assert view.dtype == np.float32
+
+
+def test_from_buffer_ml_dtypes_name(host_buffer):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    buffer, _ = host_buffer
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((24,), 2), "bfloat16")
+    assert view.dtype == np.dtype(ml_dtypes.bfloat16)
+
+
+def test_from_buffer_without_dtype(host_buffer):
+    buffer, _ = host_buffer
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((6,), 8))
+    assert view.dtype is None
+    assert np.asarray(view).dtype == np.dtype("V8")  # raw elements through the array interface
+    typed = view.view(dtype=np.int64)
+    assert typed.dtype == np.int64 and typed.ptr == view.ptr
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        (StridedLayout.dense((13,), 4), "reaches byte 52 but the buffer has 48 bytes"),
+        (StridedLayout.dense((4, 4), 4)[:, ::-1], "reaches byte 64 but the buffer has 48"),
+        (StridedLayout((3,), (-1,), 4), "reaches offset -2, before the start of the buffer"),
+        (StridedLayout.dense((7,), 8), "reaches byte 56 but the buffer has 48"),
+    ],
+)
+def test_from_buffer_refuses_layouts_outside(host_buffer, layout, message):
+    """DECISIONS 14 (buffer from a NumPy array, known size)."""
+    buffer, _ = host_buffer
+    with pytest.raises(ValueError, match=message):
+        StridedMemoryView.from_buffer(buffer, layout)
+
+
+def test_from_buffer_checks_from_handle_buffers_too():
+    """DECISIONS 14: Buffer.from_handle(ptr, size, owner=...) has a known size; no driver needed."""
+    a = np.zeros(10, dtype=np.uint8)
+    buffer = Buffer.from_handle(data_pointer(a), a.nbytes, owner=a)
+    StridedMemoryView.from_buffer(buffer, StridedLayout.dense((10,), 1))
+    with pytest.raises(ValueError, match="reaches byte 11 but the buffer has 10 bytes"):
+        StridedMemoryView.from_buffer(buffer, StridedLayout.dense((11,), 1))
+
+
+def test_zero_volume_layout_fits_any_buffer():
+    a = np.zeros(0, dtype=np.uint8)
+    buffer = StridedMemoryView.from_array_interface(a).buffer
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((5, 0), 4), np.float32)
+    assert view.size == 0 and np.from_dlpack(view).shape == (5, 0)
+
+
+def test_from_buffer_bad_arguments(host_buffer):
+    buffer, a = host_buffer
+    layout = StridedLayout.dense((12,), 4)
+    with pytest.raises(TypeError, match="buffer must be a layoutkit Buffer, got ndarray"):
+        StridedMemoryView.from_buffer(a, layout)
+    with pytest.raises(TypeError, match="layout must be a StridedLayout, got tuple"):
+        StridedMemoryView.from_buffer(buffer, (12,))
+    with pytest.raises(
+        ValueError, match="dtype float64 has itemsize 8 but the layout's itemsize is 4"
+    ):
+        StridedMemoryView.from_buffer(buffer, layout, np.float64)
+    with pytest.raises(TypeError, match="dtype='nope' is not a dtype"):
+        StridedMemoryView.from_buffer(buffer, layout, "nope")
+    with pytest.raises(TypeError, match="holds Python objects"):
+        StridedMemoryView.from_buffer(buffer, StridedLayout.dense((6,), 8), object)
+
+
+def test_closed_buffer():
+    a = np.arange(4.0)
+    buffer = Buffer.from_handle(data_pointer(a), a.nbytes, owner=a)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((4,), 8), np.float64)
+    buffer.close()
+    with pytest.raises(ValueError, match="buffer is closed"):
+        StridedMemoryView.from_buffer(buffer, StridedLayout.dense((4,), 8))
+    with pytest.raises(BufferError, match="buffer is closed"):
+        view.__dlpack__(max_version=(1, 0))
+    with pytest.raises(BufferError, match="buffer is closed"):
+        view.__array_interface__  # noqa: B018
+
+
+def test_null_buffer_needs_empty_layout():
+    with pytest.raises(ValueError, match="null"):
+        Buffer.from_handle(0, 16)
+
+
+# ----------------------------------------------------------------------------- view()
+def test_view_with_no_arguments_is_self():
+    view = StridedMemoryView.from_dlpack(np.arange(4.0), -1)
+    assert view.view() is view
+
+
+def test_view_reinterprets_relative_to_the_buffer():
+    a = np.arange(12, dtype=np.int32).reshape(3, 4)
+    view = StridedMemoryView.from_dlpack(a, -1)
+    pairs = view.view(view.layout.repacked(8), np.int64)
+    np.testing.assert_array_equal(np.from_dlpack(pairs), a.view(np.int64))
+    sliced = view.view(view.layout[::2, 1::2])
+    np.testing.assert_array_equal(np.from_dlpack(sliced), a[::2, 1::2])
+    assert sliced.exporting_obj is a
+    broadcast = view.view(view.layout[0].broadcast_to((2, 4)))
+    np.testing.assert_array_equal(np.from_dlpack(broadcast), np.broadcast_to(a[0], (2, 4)))
+
+
+def test_view_keeps_readonly_and_checks():
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    view = StridedMemoryView.from_dlpack(a, -1)
+    assert view.view(view.layout[::2]).readonly
+    with pytest.raises(ValueError, match="itemsize 8 but the layout's itemsize is 4"):
+        view.view(StridedLayout.dense((12,), 4))
+    with pytest.raises(ValueError, match="reaches byte 56 but the buffer has 48"):
+        view.view(StridedLayout.dense((7,), 8))
+    assert view.view(StridedLayout.dense((12,), 4), np.float32).shape == (12,)
+
+
+def test_host_views_need_no_driver():
+    """DECISIONS 12: host imports, view() and exports never touch cuda.bindings."""
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["cuda.bindings"] = None  # any attempt to import it fails loudly
+        import numpy as np
+        from layoutkit import StridedMemoryView as V, Buffer, StridedLayout
+        a = np.arange(12.0).reshape(3, 4)
+        for view in (V.from_array_interface(a), V.from_dlpack(a.T, -1),
+                     V.from_dlpack(V.from_dlpack(a[::-1], -1), -1),
+                     V.from_any_interface(bytearray(16), None)):
+            again = view.view(view.layout[::-1])
+            assert view.device_id == -1 and not view.is_device_accessible
+            assert view.buffer.is_host_accessible and not view.buffer.is_device_accessible
+            np.from_dlpack(again); np.asarray(again); repr(again)
+        buf = Buffer.from_handle(a.ctypes.data, a.nbytes, owner=a)
+        V.from_buffer(buf, StridedLayout.dense((12,), 8), np.float64).view(StridedLayout.dense((3,), 8))
+        print("ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+# ----------------------------------------------------------------------------- attributes
+def test_attributes_are_read_only():
+    view = StridedMemoryView.from_dlpack(np.arange(3.0), -1)
+    for name in ("ptr", "layout", "shape", "strides", "dtype", "size", "device_id",
+                 "is_device_accessible", "readonly", "exporting_obj", "buffer"):  # fmt: skip
+        with pytest.raises(AttributeError):
+            setattr(view, name, None)
+    with pytest.raises(AttributeError):
+        view.extra = 1
+
+
+def test_repr_names_every_field():
+    a = np.arange(6, dtype=np.int16).reshape(2, 3)
+    text = repr(StridedMemoryView.from_dlpack(a, -1))
+    for part in (f"ptr=0x{data_pointer(a):x}", "shape=(2, 3)", "strides=(3, 1)", "itemsize=2",
+                 "dtype=int16", "device_id=-1", "is_device_accessible=False", "readonly=False",
+                 "exporting_obj=ndarray"):  # fmt: skip
+        assert part in text
+
+
+def test_host_views_have_no_cuda_array_interface():
+    view = StridedMemoryView.from_dlpack(np.arange(3.0), -1)
+    assert not hasattr(view, "__cuda_array_interface__")
+    assert view.__array_interface__["version"] == 3
+    assert view.__dlpack_device__() == (1, 0)
+
+
+def test_deprecated_constructor():
+    a = np.arange(3.0)
+    with pytest.warns(DeprecationWarning, match="from_any_interface"):
+        view = StridedMemoryView(a, -1)
+    check_view_matches(view, a)
+
+
+# ----------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "constructor",
+    [
+        lambda o: StridedMemoryView.from_any_interface(o, -1),
+        lambda o: StridedMemoryView.from_dlpack(o, -1),
+        lambda o: StridedMemoryView.from_cuda_array_interface(o, -1),
+        StridedMemoryView.from_array_interface,
+    ],
+    ids=["any", "dlpack", "cai", "array_interface"],
+)
+@pytest.mark.parametrize("obj", [object(), 3, "text", None])
+def test_objects_without_interface(constructor, obj):
+    with pytest.raises(TypeError, match=type(obj).__name__):
+        constructor(obj)
+
+
+class FakeInterface:
+    def __init__(self, **entries):
+        base = np.arange(4.0)
+        self.base = base
+        self.__array_interface__ = {**base.__array_interface__, **entries}
+
+
+@pytest.mark.parametrize(
+    ("entries", "error", "message"),
+    [
+        ({"version": 2}, BufferError, "version 2; version 3 or newer"),
+        ({"mask": np.ones(4, bool)}, BufferError, "has a mask"),
+        ({"data": ("x", False)}, BufferError, "not a \\(pointer, read-only\\) pair"),
+        ({"data": (-5, False)}, BufferError, "is not an address"),
+        ({"data": (0, False)}, BufferError, "null data pointer but 4 elements"),
+        ({"typestr": "<z4"}, TypeError, "is not a dtype"),
+        ({"typestr": "|O"}, TypeError, "holds Python objects"),
+    ],
+)
+def test_bad_array_interface(entries, error, message):
+    with pytest.raises(error, match=message):
+        StridedMemoryView.from_array_interface(FakeInterface(**entries))
+
+
+def test_array_interface_not_a_dict():
+    class Weird:
+        __array_interface__ = [1, 2]
+
+    with pytest.raises(TypeError, match="Weird.__array_interface__ is list, not a dict"):
+        StridedMemoryView.from_array_interface(Weird())
+
+
+def test_cuda_array_interface_rules_without_a_gpu():
+    class FakeCAI:
+        def __init__(self, **entries):
+            self.__cuda_array_interface__ = {
+                "version": 3, "shape": (4,), "typestr": "<f4", "data": (4096, False),
+                "strides": None, "stream": None, **entries,
+            }  # fmt: skip
+
+    with pytest.raises(BufferError, match="stream_ptr=None is ambiguous"):
+        StridedMemoryView.from_cuda_array_interface(FakeCAI(), None)
+    with pytest.raises(BufferError, match="has a mask"):
+        StridedMemoryView.from_cuda_array_interface(FakeCAI(mask=object()), -1)
+    with pytest.raises(BufferError, match="version 2"):
+        StridedMemoryView.from_cuda_array_interface(FakeCAI(version=2), -1)
+    with pytest.raises(BufferError, match="'stream'\\] is 0"):
+        StridedMemoryView.from_cuda_array_interface(FakeCAI(stream=0), -1)
+    with pytest.raises(BufferError, match="null data pointer"):
+        StridedMemoryView.from_cuda_array_interface(FakeCAI(data=(0, False)), -1)
+    # no synchronisation asked: no driver call, metadata read lazily
+    view = StridedMemoryView.from_cuda_array_interface(FakeCAI(stream=7), -1)
+    assert view.ptr == 4096 and view.shape == (4,) and view.dtype == np.float32
+    assert view.strides == (1,) and not view.readonly
+
+
+def test_decorator():
+    seen = []
+
+    @args_viewable_as_strided_memory((0, 2))
+    def kernel(x, scale, y):
+        seen.append((x.view(-1), scale, y.view(-1)))
+        return "done"
+
+    a, b = np.arange(3.0), np.ones((2, 2))
+    assert kernel(a, 2, b) == "done"
+    x, scale, y = seen[0]
+    assert x.exporting_obj is a and scale == 2 and y.shape == (2, 2)
+    assert kernel.__name__ == "kernel"
+    with pytest.raises(TypeError, match="arg_indices must be a tuple"):
+        args_viewable_as_strided_memory([0])
+    with pytest.raises(TypeError, match="object supports none of"):
+        kernel(object(), 1, b)[0]
+
+
+# ----------------------------------------------------------------------------- copies
+def test_copy_from_and_copy_to_delegate_to_layoutkit_copy():
+    """DECISIONS 17 on the host: any layouts on both sides."""
+    src = np.arange(24, dtype=np.float32).reshape(4, 6)[::-1, ::2]
+    dst = np.zeros((6, 4), dtype=np.float32).T[:, ::2]
+    dst_view = StridedMemoryView.from_dlpack(dst, -1)
+    dst_view.copy_from(StridedMemoryView.from_dlpack(src, -1))
+    np.testing.assert_array_equal(dst, src)
+    back = np.zeros_like(src)
+    StridedMemoryView.from_dlpack(dst, -1).copy_to(StridedMemoryView.from_dlpack(back, -1))
+    np.testing.assert_array_equal(back, src)
+
+
+# ----------------------------------------------------------------------------- lifetimes
+class Owner:
+    """A weak-referenceable stand-in for the memory's owner."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__array_interface__ = array.__array_interface__
+
+
+def test_owner_lives_exactly_as_long_as_views_and_buffers():
+    owner = Owner(np.arange(8.0))
+    alive = weakref.ref(owner)
+    view = StridedMemoryView.from_array_interface(owner)
+    derived = view.view(view.layout[::2])
+    buffer = view.buffer
+    del owner, view
+    gc.collect()
+    assert alive() is not None
+    del derived
+    gc.collect()
+    assert alive() is not None
+    del buffer
+    gc.collect()
+    assert alive() is None
+
+
+def test_ndarray_lives_while_views_or_consumers_need_it():
+    a = np.arange(8.0)
+    alive = weakref.ref(a)
+    view = StridedMemoryView.from_dlpack(a, -1)
+    consumer = np.from_dlpack(view)
+    del a, view
+    gc.collect()
+    assert alive() is not None
+    del consumer
+    gc.collect()
+    assert alive() is None
+
+
+def _memory_growth(round_trip, count):
+    """Bytes still allocated after ``count`` calls of ``round_trip`` (after a warm-up)."""
+    for _ in range(1000):
+        round_trip()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        for _ in range(count):
+            round_trip()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - start
+    finally:
+        tracemalloc.stop()
+
+
+def test_no_leak_over_100000_numpy_round_trips():
+    """View from an array, np.from_dlpack(view): 100,000 times, memory and refcounts flat."""
+    a = np.arange(12.0).reshape(3, 4)[:, ::-2]
+    exports = dlpack.export_count()
+    refcount = sys.getrefcount(a)
+
+    def round_trip():
+        np.from_dlpack(StridedMemoryView.from_dlpack(a, -1))
+
+    growth = _memory_growth(round_trip, 100_000)
+    assert growth < 64 * 1024, f"memory grew by {growth} bytes"
+    assert sys.getrefcount(a) == refcount
+    assert dlpack.export_count() == exports
+
+
+def test_no_leak_over_100000_capsule_round_trips():
+    """Capsule import (deleter called by us) and export (deleter called by NumPy) 100,000 times."""
+    a = np.arange(12.0).reshape(3, 4)[:, ::-2]
+    producer = Generic(a)
+    exports = dlpack.export_count()
+    refcount = sys.getrefcount(a)
+
+    def round_trip():
+        view = StridedMemoryView.from_dlpack(producer, -1)
+        np.from_dlpack(view)
+        view.buffer  # noqa: B018
+
+    for _ in range(100_000):
+        round_trip()
+    gc.collect()
+    assert sys.getrefcount(a) == refcount
+    assert dlpack.export_count() == exports
+    growth = _memory_growth(round_trip, 10_000)  # tracing is slow; 10,000 show any leak
+    assert growth < 64 * 1024, f"memory grew by {growth} bytes"
