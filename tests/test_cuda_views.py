@@ -110,7 +110,7 @@ def test_cupy_arrays_passed_directly():
     from view_kernels import scaled_copy
 
     source = cupy.arange(60, dtype=cupy.float32).reshape(6, 10)[::-1, 1::3]
-    destination = cupy.zeros((10, 6), dtype=cupy.float32).T[:, :4]
+    destination = cupy.zeros((10, 6), dtype=cupy.float32).T[:, :3]
     scaled_copy[(1, 1), (8, 8)](source, destination, 3.0)
     np.testing.assert_array_equal(cupy.asnumpy(destination), cupy.asnumpy(source) * 3)
 
@@ -120,7 +120,7 @@ def test_torch_tensors_passed_directly():
     from view_kernels import scaled_copy
 
     source = torch.arange(60, dtype=torch.float32, device="cuda").reshape(6, 10)[:, 1::3]
-    destination = torch.zeros((10, 6), dtype=torch.float32, device="cuda").T[:, :4]
+    destination = torch.zeros((10, 6), dtype=torch.float32, device="cuda").T[:, :3]
     scaled_copy[(1, 1), (8, 8)](source, destination, 3.0)
     torch.cuda.synchronize()
     assert torch.equal(destination.cpu(), source.cpu() * 3)

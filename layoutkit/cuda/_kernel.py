@@ -51,9 +51,11 @@ def jit(func=None, /, *, boundscheck=False, **options):
 
 
 def _stream_pointer(stream):
+    """The consumer stream handle for importing arguments: 1 (DLPack's and the driver's
+    legacy default stream) for the default stream, else the stream's handle."""
     from layoutkit import _driver
 
-    return _driver.stream_handle(stream) if stream else 0
+    return (_driver.stream_handle(stream) if stream else 0) or 1
 
 
 class ViewKernel:
