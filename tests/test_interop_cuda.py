@@ -1,0 +1,275 @@
+"""StridedMemoryView with real GPU producers and consumers: CuPy, torch, JAX (``cuda``-marked).
+
+Every round trip compares metadata (pointer, shape, strides, dtype, device) and the
+data element by element on the host, and checks that no copy was made (same pointer).
+"""
+
+import numpy as np
+import pytest
+
+from layoutkit import StridedLayout, StridedMemoryView
+
+pytestmark = pytest.mark.cuda
+
+
+def significant(shape, strides):
+    """Strides that matter: those of axes with more than one element (none if empty)."""
+    if 0 in shape:
+        return ()
+    return tuple(s for n, s in zip(shape, strides, strict=True) if n > 1)
+
+
+def check_view(view, *, ptr, shape, element_strides, dtype, device_id):
+    assert view.shape == tuple(shape)
+    assert significant(view.shape, view.strides) == significant(view.shape, element_strides)
+    assert view.dtype == dtype
+    assert view.is_device_accessible and view.device_id == device_id
+    if 0 not in view.shape:
+        assert view.ptr == ptr
+        layout, buffer = view.layout, view.buffer
+        assert view.ptr == buffer.ptr + layout.slice_offset_in_bytes
+        assert (layout.max_offset + 1) * layout.itemsize <= buffer.size
+
+
+# ----------------------------------------------------------------------------- CuPy
+@pytest.fixture(scope="module")
+def cp():
+    return pytest.importorskip("cupy")
+
+
+def cupy_cases(cp):
+    base = cp.arange(2 * 3 * 4, dtype=cp.float32).reshape(2, 3, 4)
+    return {
+        "c_order": base,
+        "sliced": base[:, 1:, ::2],
+        "transposed": base.transpose(2, 0, 1),
+        "broadcast": cp.broadcast_to(cp.arange(4, dtype=cp.float64), (3, 4)),
+        "negative": base[::-1, :, ::-2],
+        "zero_size": base[:, :0],
+        "zero_d": cp.array(3.5),
+        "int8": cp.arange(30, dtype=cp.int8)[::-4],
+        "complex": (cp.arange(6) * (1 + 2j)).astype(cp.complex64).reshape(2, 3).T,
+    }
+
+
+CUPY_CASES = ["c_order", "sliced", "transposed", "broadcast", "negative", "zero_size", "zero_d",
+              "int8", "complex"]  # fmt: skip
+CUPY_IMPORTS = ["from_dlpack", "from_cuda_array_interface", "from_any_interface"]
+
+
+@pytest.mark.parametrize("importer", CUPY_IMPORTS)
+@pytest.mark.parametrize("case", CUPY_CASES)
+def test_cupy_round_trip(cp, importer, case):
+    x = cupy_cases(cp)[case]
+    stream = cp.cuda.get_current_stream().ptr
+    view = getattr(StridedMemoryView, importer)(x, stream)
+    check_view(
+        view, ptr=x.data.ptr, shape=x.shape,
+        element_strides=tuple(s // x.itemsize for s in x.strides),
+        dtype=x.dtype, device_id=x.device.id,
+    )  # fmt: skip
+    assert view.__dlpack_device__() == (2, x.device.id)
+    for out in (cp.from_dlpack(view), cp.asarray(view)):  # DLPack and CAI exports
+        assert out.shape == x.shape and out.dtype == x.dtype
+        if x.size:
+            assert out.data.ptr == x.data.ptr
+            assert significant(x.shape, out.strides) == significant(x.shape, x.strides)
+        np.testing.assert_array_equal(cp.asnumpy(out), cp.asnumpy(x))
+
+
+def test_cupy_writes_through_the_view_are_seen(cp):
+    x = cp.zeros((4, 5), dtype=cp.int32)
+    view = StridedMemoryView.from_dlpack(x[:, ::2], cp.cuda.get_current_stream().ptr)
+    cp.from_dlpack(view)[...] = 7
+    expected = np.zeros((4, 5), dtype=np.int32)
+    expected[:, ::2] = 7
+    np.testing.assert_array_equal(cp.asnumpy(x), expected)
+
+
+def test_cupy_cai_on_another_stream_waits_for_the_producer(cp):
+    x = cp.arange(1 << 20, dtype=cp.float32)
+    other = cp.cuda.Stream(non_blocking=True)
+    view = StridedMemoryView.from_cuda_array_interface(x, other.ptr)
+    with other:
+        out = cp.asarray(view) * 2
+    other.synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(out), np.arange(1 << 20, dtype=np.float32) * 2)
+
+
+def test_cupy_stream_rules(cp):
+    x = cp.arange(4.0)
+    with pytest.raises(BufferError, match="ambiguous for a CUDA tensor"):
+        StridedMemoryView.from_dlpack(x, None)
+    with pytest.raises(BufferError, match="ambiguous for __cuda_array_interface__"):
+        StridedMemoryView.from_cuda_array_interface(x, None)
+    assert StridedMemoryView.from_dlpack(x, -1).shape == (4,)
+
+
+def test_cupy_owner_lifetime(cp):
+    import gc
+    import weakref
+
+    x = cp.arange(16.0)
+    memory = x.data.mem
+    alive = weakref.ref(memory)
+    view = StridedMemoryView.from_dlpack(x, -1)
+    out = cp.from_dlpack(view)
+    del x, memory, view
+    gc.collect()
+    assert alive() is not None
+    np.testing.assert_array_equal(cp.asnumpy(out), np.arange(16.0))
+    del out
+    gc.collect()
+    assert alive() is None
+
+
+# ----------------------------------------------------------------------------- torch
+@pytest.fixture(scope="module")
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA support here")
+    return torch
+
+
+def torch_cases(torch):
+    base = torch.arange(2 * 3 * 4, dtype=torch.float32, device="cuda").reshape(2, 3, 4)
+    return {
+        "c_order": base,
+        "sliced": base[:, 1:, ::2],
+        "transposed": base.permute(2, 0, 1),
+        "broadcast": torch.arange(4.0, device="cuda").expand(3, 4),
+        "zero_size": base[:, :0],
+        "zero_d": torch.tensor(3.5, device="cuda"),
+        "int16": torch.arange(12, dtype=torch.int16, device="cuda").reshape(3, 4).t(),
+        "bool": torch.tensor([True, False, True], device="cuda"),
+    }
+
+
+TORCH_CASES = ["c_order", "sliced", "transposed", "broadcast", "zero_size", "zero_d", "int16",
+               "bool"]  # fmt: skip
+TORCH_DTYPES = {"float32": np.float32, "int16": np.int16, "bool": np.bool_}
+
+
+@pytest.mark.parametrize("importer", CUPY_IMPORTS)
+@pytest.mark.parametrize("case", TORCH_CASES)
+def test_torch_round_trip(torch, importer, case):
+    t = torch_cases(torch)[case]
+    stream = torch.cuda.current_stream().cuda_stream
+    view = getattr(StridedMemoryView, importer)(t, stream)
+    check_view(
+        view, ptr=t.data_ptr(), shape=tuple(t.shape), element_strides=t.stride(),
+        dtype=np.dtype(TORCH_DTYPES[str(t.dtype).removeprefix("torch.")]),
+        device_id=t.device.index,
+    )  # fmt: skip
+    outputs = [torch.from_dlpack(view), torch.as_tensor(view, device="cuda")]
+    for out in outputs:
+        assert tuple(out.shape) == tuple(t.shape) and out.dtype == t.dtype
+        if t.numel():
+            assert out.data_ptr() == t.data_ptr()
+            assert significant(tuple(t.shape), out.stride()) == significant(
+                tuple(t.shape), t.stride()
+            )
+        assert torch.equal(out.cpu(), t.cpu())
+
+
+def test_torch_bfloat16(torch):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    t = torch.arange(12, dtype=torch.bfloat16, device="cuda").reshape(3, 4)[:, 1::2]
+    view = StridedMemoryView.from_dlpack(t, torch.cuda.current_stream().cuda_stream)
+    assert view.dtype == np.dtype(ml_dtypes.bfloat16)
+    out = torch.from_dlpack(view)
+    assert out.dtype == torch.bfloat16 and out.data_ptr() == t.data_ptr()
+    assert torch.equal(out.cpu(), t.cpu())
+
+
+def test_torch_writes_through_cupy(torch, cp):
+    t = torch.zeros(6, device="cuda")
+    view = StridedMemoryView.from_dlpack(t[::2], torch.cuda.current_stream().cuda_stream)
+    cp.from_dlpack(view)[...] = 5
+    torch.cuda.synchronize()
+    assert t.cpu().tolist() == [5, 0, 5, 0, 5, 0]
+
+
+# ----------------------------------------------------------------------------- JAX
+@pytest.fixture(scope="module")
+def jax():
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX has no GPU backend here")
+    return jax
+
+
+JAX_SHAPES = [(2, 3, 4), (0, 3), (), (7,)]
+
+
+@pytest.mark.parametrize("shape", JAX_SHAPES, ids=str)
+def test_jax_round_trip(jax, shape):
+    import jax.numpy as jnp
+
+    x = jnp.arange(int(np.prod(shape)), dtype=jnp.float32).reshape(shape)
+    x.block_until_ready()
+    view = StridedMemoryView.from_dlpack(x, 1)  # 1: the legacy default stream
+    device_id = x.devices().pop().id
+    check_view(
+        view, ptr=x.unsafe_buffer_pointer(), shape=shape,
+        element_strides=StridedLayout.dense(shape, 4).strides, dtype=np.float32,
+        device_id=device_id,
+    )  # fmt: skip
+    out = jax.dlpack.from_dlpack(view)
+    assert out.shape == shape and out.dtype == jnp.float32
+    if x.size:
+        assert out.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(x))
+
+
+def test_jax_reads_a_cupy_slice_through_a_view(jax, cp):
+    x = cp.arange(24, dtype=cp.float32).reshape(4, 6)
+    view = StridedMemoryView.from_dlpack(x[1:3], cp.cuda.get_current_stream().ptr)
+    out = jax.dlpack.from_dlpack(view)
+    np.testing.assert_array_equal(np.asarray(out), cp.asnumpy(x[1:3]))
+
+
+# ----------------------------------------------------------------------------- own memory
+def test_device_buffer_view_exports_to_cupy_and_copies(cp):
+    """The example users try first, and DECISIONS 17 on the GPU."""
+    from layoutkit import Device
+
+    host = np.arange(24, dtype=np.float64).reshape(4, 6)[:, ::2]
+    src = StridedMemoryView.from_dlpack(host, -1)
+    dense = src.layout.to_dense()
+    device = Device(0)
+    device.set_current()
+    buffer = device.allocate(dense.required_size_in_bytes())
+    dst = StridedMemoryView.from_buffer(buffer, dense, src.dtype)
+    assert dst.is_device_accessible and dst.device_id == 0
+    assert dst.__dlpack_device__() == (2, 0)
+    dst.copy_from(src)
+    device.sync()
+    np.testing.assert_array_equal(cp.asnumpy(cp.from_dlpack(dst)), host)
+    back = np.zeros_like(host)
+    dst.copy_to(StridedMemoryView.from_dlpack(back, -1))
+    device.sync()
+    np.testing.assert_array_equal(back, host)
+
+
+def test_pinned_buffer_view_has_both_interfaces(cp):
+    from layoutkit import PinnedMemoryResource
+
+    buffer = PinnedMemoryResource().allocate(64)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((8,), 8), np.int64)
+    assert view.__dlpack_device__() == (3, 0)
+    host = np.asarray(view)
+    host[...] = np.arange(8)
+    np.testing.assert_array_equal(np.from_dlpack(view), np.arange(8))
+    np.testing.assert_array_equal(cp.asnumpy(cp.asarray(view)), np.arange(8))
+
+
+def test_cuda_array_interface_export_fields(cp):
+    x = cp.arange(12, dtype=cp.int32).reshape(3, 4)[::-1, 1:]
+    view = StridedMemoryView.from_dlpack(x, -1)
+    cai = view.__cuda_array_interface__
+    assert cai["version"] == 3 and cai["stream"] is None
+    assert cai["data"] == (x.data.ptr, False)
+    assert cai["strides"] == x.strides and cai["shape"] == x.shape and cai["typestr"] == "<i4"
+    assert not hasattr(view, "__array_interface__")
