@@ -11,7 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from layoutkit.copy.plan import ELEMENTWISE, TRANSPOSE, broadcast_source_strides, plan_copy
+from layoutkit.copy.plan import (
+    ELEMENTWISE,
+    TRANSPOSE,
+    TRANSPOSE_TILE,
+    broadcast_source_strides,
+    plan_copy,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -45,6 +51,12 @@ def _named_cases():
         for src in (typed.T, typed[::-1, ::2], typed[:, None, :].transpose(2, 1, 0)):
             dst = np.zeros(src.shape, dtype)
             yield dst.view(np.uint8).reshape(-1), dst, src
+        if itemsize in TRANSPOSE_TILE:  # full tiles take the unrolled path of the kernel
+            tile = TRANSPOSE_TILE[itemsize]
+            shape = (2 * tile + 3, tile + 5)
+            typed = np.frombuffer(rng.bytes(shape[0] * shape[1] * itemsize), dtype).reshape(shape)
+            dst = np.zeros(shape[::-1], dtype)
+            yield dst.view(np.uint8).reshape(-1), dst, typed.T
 
 
 def run_cases(n_random):

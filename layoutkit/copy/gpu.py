@@ -124,19 +124,31 @@ def transpose_source(unit, tile, batch_ndim):
 
     ``rows`` is the source's fastest axis, ``cols`` the destination's; the tile goes
     through shared memory as ``buffer[col, row]`` with one unit of padding per row.
-    ``batch_ndim`` further axes index the tiles.
+    ``batch_ndim`` further axes index the tiles. A full tile is moved by unrolled code
+    that issues all of a thread's global loads before its first shared-memory store;
+    edge tiles take a checked loop.
     """
     pair = unit == 16
     shape = f"({tile}, {tile + 1}, 2)" if pair else f"({tile}, {tile + 1})"
     dtype = "np.uint64" if pair else f"np.uint{8 * unit}"
-    if pair:
-        put = ["value = load_unit(source, prototype)",
-               "buffer[j, tx, 0] = value[0]", "buffer[j, tx, 1] = value[1]"]  # fmt: skip
-        get = "(buffer[tx, j, 0], buffer[tx, j, 1])"
-    else:
-        put = ["buffer[j, tx] = load_unit(source, prototype)"]
-        get = "buffer[tx, j]"
+
+    def put(row, col, value):
+        if pair:
+            return [
+                f"buffer[{row}, {col}, 0] = {value}[0]",
+                f"buffer[{row}, {col}, 1] = {value}[1]",
+            ]
+        return [f"buffer[{row}, {col}] = {value}"]
+
+    def get(row, col):
+        return (
+            f"(buffer[{row}, {col}, 0], buffer[{row}, {col}, 1])"
+            if pair
+            else f"buffer[{row}, {col}]"
+        )
+
     passes = THREADS // tile
+    per_thread = tile // passes
     lines = [
         "def transpose(dst, src, rows, cols, dst_row, dst_col, src_row, src_col,",
         "              batch_shape, batch_dst, batch_src, tiles_rows, tiles_cols, n_tiles,",
@@ -164,20 +176,39 @@ def transpose_source(unit, tile, batch_ndim):
     lines += [
         f"        r0 = tile_row * {tile}",
         f"        c0 = tile_col * {tile}",
-        "        r = r0 + tx",
-        "        if r < rows:",
-        f"            for j in range(ty, {tile}, {passes}):",
-        "                c = c0 + j",
-        "                if c < cols:",
-        "                    source = src_base + r * src_row + c * src_col",
-        *("                    " + line for line in put),
-        "        cuda.syncthreads()",
-        "        c = c0 + tx",
-        "        if c < cols:",
-        f"            for j in range(ty, {tile}, {passes}):",
-        "                r = r0 + j",
-        "                if r < rows:",
-        f"                    store_unit(dst_base + r * dst_row + c * dst_col, {get})",
+        f"        if r0 + {tile} <= rows and c0 + {tile} <= cols:",
+        "            source = src_base + (r0 + tx) * src_row + (c0 + ty) * src_col",
+        f"            source_step = {passes} * src_col",
+    ]
+    lines += [f"            v{m} = load_unit(source + {m} * source_step, prototype)"
+              for m in range(per_thread)]  # fmt: skip
+    for m in range(per_thread):
+        lines += ["            " + line for line in put(f"ty + {m * passes}", "tx", f"v{m}")]
+    lines += [
+        "            cuda.syncthreads()",
+        "            target = dst_base + (r0 + ty) * dst_row + (c0 + tx) * dst_col",
+        f"            target_step = {passes} * dst_row",
+    ]
+    lines += [f"            w{m} = {get('tx', f'ty + {m * passes}')}" for m in range(per_thread)]
+    lines += [
+        f"            store_unit(target + {m} * target_step, w{m})" for m in range(per_thread)
+    ]
+    lines += [
+        "        else:",
+        "            r = r0 + tx",
+        "            if r < rows:",
+        f"                for j in range(ty, {tile}, {passes}):",
+        "                    c = c0 + j",
+        "                    if c < cols:",
+        "                        value = load_unit(src_base + r * src_row + c * src_col, prototype)",
+        *("                        " + line for line in put("j", "tx", "value")),
+        "            cuda.syncthreads()",
+        "            c = c0 + tx",
+        "            if c < cols:",
+        f"                for j in range(ty, {tile}, {passes}):",
+        "                    r = r0 + j",
+        "                    if r < rows:",
+        f"                        store_unit(dst_base + r * dst_row + c * dst_col, {get('tx', 'j')})",
         "        cuda.syncthreads()",
         "        t += cuda.gridDim.x",
     ]
