@@ -143,7 +143,7 @@ def test_stream_argument_orders_the_copy():
     dst_buffer, dst, src_buffer, src = case
     expected = expected_bytes(dst_buffer, dst, src)
     dst_memory, src_memory = Memory("device", dst_buffer), Memory("device", src_buffer)
-    copy(dst_memory.view(dst), src_memory.view(src), stream=stream.handle.value)
+    copy(dst_memory.view(dst), src_memory.view(src), stream=stream)
     stream.synchronize()
     np.testing.assert_array_equal(dst_memory.read(), expected)
     dst_memory.free()
