@@ -43,8 +43,12 @@ def _int64_buffer(values):
     return array.array("q", values)
 
 
+_ZEROS = array.array("q", bytes(8 * 4 * MAX_NDIM))
+
+
 def _out_buffer(size):
-    return array.array("q", bytes(8 * size))
+    """A zeroed int64 buffer of ``size`` slots (slicing a template is twice as fast)."""
+    return _ZEROS[:size] if size <= len(_ZEROS) else array.array("q", bytes(8 * size))
 
 
 def _as_index(value, name):
