@@ -176,6 +176,10 @@ def main(argv=None):
         parser.error(f"--ndim must be between 1 and 32, got {args.ndim}")
 
     cases = [] if args.no_tour else tour_cases()
+    print(
+        "Each line builds a layout with layoutkit and the same view with NumPy, and compares\n"
+        "shape, byte strides and the byte offset of every index (OK / FAIL).\n"
+    )
     failures = run([*cases, *random_cases(args.count, args.ndim, args.seed)])
     total = len(cases) + args.count
     print(f"{total - failures} of {total} layouts match NumPy")

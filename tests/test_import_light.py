@@ -40,8 +40,13 @@ def test_import_does_not_import_numba_at_all():
         "import numpy as np, layoutkit\n"
         "view = layoutkit.StridedMemoryView.from_array_interface(np.arange(6.0))\n"
         "assert view.layout.shape == (6,)",
+        "import numpy as np, layoutkit\n"
+        "V = layoutkit.StridedMemoryView.from_array_interface\n"
+        "a, b = np.arange(12.0).reshape(3, 4), np.zeros((4, 3)).T\n"
+        "layoutkit.copy(V(b), V(a[::-1]))\n"
+        "assert (b == a[::-1]).all()",
     ],
-    ids=["layout-transforms", "layout-picture", "host-view"],
+    ids=["layout-transforms", "layout-picture", "host-view", "host-copy"],
 )
 def test_host_only_work_stays_light(code):
     assert imported_heavy_modules(code) == []
