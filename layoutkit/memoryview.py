@@ -48,6 +48,7 @@ _kDLCUDA = _dlpack.kDLCUDA
 _kDLCUDAHost = _dlpack.kDLCUDAHost
 _kDLCUDAManaged = _dlpack.kDLCUDAManaged
 _ndarray = np.ndarray
+_INT64_MAX = 2**63 - 1
 _HOST = (-1, False, True, False)  # where host memory is: see StridedMemoryView._where
 _CPU_DEVICE = (_kDLCPU, 0)
 # type characters of the NumPy dtypes DLPack carries (what NumPy's own export accepts)
@@ -71,34 +72,57 @@ def _check_null(shape, what):
 
 def _shifted(layout):
     """``layout`` moved so that its lowest offset is 0 (the buffer's first byte)."""
-    low = layout.min_offset
+    low, high = layout.offset_bounds
     if low >= 0:
         return layout
-    return StridedLayout._checked(
-        layout.shape, layout.strides, layout.itemsize, layout.slice_offset - low,
-        f"view layout {layout!r}",
-    )  # fmt: skip
+    itemsize = layout.itemsize
+    if (high - low + 1) * itemsize > _INT64_MAX:
+        raise OverflowError(f"{layout!r} spans more than 2**63 bytes")
+    return StridedLayout._trusted(layout.shape, layout.strides, itemsize, layout.slice_offset - low)
 
 
 # Lazy layout builders: (shape, strides, itemsize) as each kind of import found them.
 def _layout_of_ndarray(shape, byte_strides, itemsize):
     """NumPy's own (valid, int64-safe) values: no checks beyond the itemsize division."""
-    strides = tuple([stride // itemsize for stride in byte_strides])
+    strides = []
     low = 0
-    for extent, stride in zip(shape, strides, strict=True):
+    for extent, byte_stride in zip(shape, byte_strides):  # noqa: B905 (same length)
+        stride = byte_stride // itemsize
+        strides.append(stride)
         if stride < 0:
             low += (extent - 1) * stride
-    return StridedLayout._trusted(shape, strides, itemsize, -low)
+    return StridedLayout._trusted(shape, tuple(strides), itemsize, -low)
 
 
 def _layout_of_dlpack(shape, strides, itemsize):
-    """A DLPack tensor's int64 values: extents and overflow checked, strides in elements."""
+    """A DLPack tensor's int64 values, strides in elements, checked here in plain Python.
+
+    The checks are the ones ``StridedLayout`` makes (ndim, extents, int64 overflow of the
+    volume, byte strides and byte span); doing them here avoids a compiled-kernel call per
+    import.
+    """
     ndim = len(shape)
     if ndim > 64 or any(extent < 0 for extent in shape):
         raise BufferError(f"DLPack tensor has an invalid shape {shape}")
     if strides is None:  # a legacy producer's NULL strides: C order
         return StridedLayout(shape, None, itemsize)
-    return _shifted(StridedLayout._checked(shape, strides, itemsize, 0, "DLPack tensor"))
+    volume = 1
+    low = high = 0
+    for extent, stride in zip(shape, strides):  # noqa: B905 (both have ndim entries)
+        volume *= extent
+        if abs(stride) * itemsize > _INT64_MAX:
+            raise OverflowError(f"DLPack tensor stride {stride} does not fit in int64 bytes")
+        if stride < 0:
+            low += (extent - 1) * stride
+        else:
+            high += (extent - 1) * stride
+    if volume == 0:
+        return StridedLayout._trusted(shape, strides, itemsize, 0)
+    if volume > _INT64_MAX or (high - low + 1) * itemsize > _INT64_MAX:
+        raise OverflowError(
+            f"DLPack tensor shape {shape}, strides {strides} spans more than int64 allows"
+        )
+    return StridedLayout._trusted(shape, strides, itemsize, -low)
 
 
 def _layout_of_tensor(tensor, _, itemsize):
@@ -165,7 +189,9 @@ class StridedMemoryView:
         "_where",
         "_dl_device",  # (device_type, device_id) of a DLPack import, else None
         "_exporting_obj",
-        "_owner",  # what keeps the memory alive: exporter, DLPack tensor or Buffer
+        # what keeps the memory alive: the exporter, a DLPack tensor or a Buffer; an ndarray
+        # here always has exactly the view's pointer, layout and dtype
+        "_owner",
         "_buffer",  # Buffer, or None until made
         "__weakref__",
     )
@@ -658,6 +684,12 @@ class StridedMemoryView:
             )
         if stream is not None:
             _dlpack._int_stream(stream)
+        owner = self._owner
+        if type(owner) is _ndarray:  # the view is exactly this array: NumPy's export is faster
+            try:
+                return owner.__dlpack__(max_version=max_version)
+            except BufferError:  # e.g. ml_dtypes types, which only our export carries
+                pass
         dtype = self.dtype
         if dtype is None:
             raise BufferError("the view has no dtype; DLPack export needs one")

@@ -305,8 +305,33 @@ def test_no_dlpack_is_a_type_error():
 
 
 # ----------------------------------------------------------------------------- export
+class InterfaceOnly:
+    """Hides the ndarray: its views are exported by layoutkit's own DLPack code."""
+
+    def __init__(self, array):
+        self.array = array
+        self.__array_interface__ = array.__array_interface__
+
+
 def _view(array):
-    return StridedMemoryView.from_dlpack(array, stream_ptr=-1)
+    return StridedMemoryView.from_array_interface(InterfaceOnly(array))
+
+
+def test_views_of_whole_ndarrays_reexport_through_numpy():
+    """Same capsule contents, NumPy's C deleter; the array stays alive as long as needed."""
+    a = np.arange(12.0).reshape(3, 4)[:, ::-1]
+    alive = weakref.ref(a)
+    before = dlpack.export_count()
+    consumer = np.from_dlpack(StridedMemoryView.from_dlpack(a, -1))
+    assert dlpack.export_count() == before
+    np.testing.assert_array_equal(consumer, a)
+    assert consumer.__array_interface__["data"][0] == a.__array_interface__["data"][0]
+    del a
+    gc.collect()
+    assert alive() is not None
+    del consumer
+    gc.collect()
+    assert alive() is None
 
 
 class LegacyConsumerShim:

@@ -77,7 +77,7 @@ class InterfaceInfo(NamedTuple):
     shape: tuple
     strides: tuple | None
     dtype: np.dtype
-    keeper: object  # the object that keeps the memory alive
+    keeper: object  # keeps the memory alive; an ndarray only when it is exactly the tensor
 
 
 def check_interface(interface, name, obj):
@@ -177,7 +177,8 @@ def read_array_interface(obj):
     if data is None or not isinstance(data, tuple):
         # the data are those of the object's buffer, starting "offset" bytes in
         base = _from_buffer_protocol(obj if data is None else data)
-        ptr, readonly, keeper = base.ptr + interface.get("offset", 0), base.readonly, base.keeper
+        ptr, readonly = base.ptr + interface.get("offset", 0), base.readonly
+        keeper = (obj, base.keeper)  # the array over the buffer holds the buffer export
     else:
         ptr, readonly = _data_pointer(data, obj, "__array_interface__")
         keeper = obj
