@@ -34,12 +34,13 @@ from numba.cpython import slicing
 from numba.extending import (
     NativeValue,
     intrinsic,
+    lower_builtin,
     make_attribute_wrapper,
     models,
-    overload,
     overload_attribute,
     overload_method,
     register_model,
+    type_callable,
     typeof_impl,
     unbox,
 )
@@ -428,70 +429,74 @@ def _element_pointer(context, builder, typ, view, index_type, index):
     return builder.gep(view.data, [offset])
 
 
-@intrinsic
-def _view_getitem(typingctx, view, index):
-    plan, result_ndim, is_element = _index_plan(view, index)
-    result = view.dtype if is_element else view.copy(ndim=result_ndim, layout="A")
+# Indexing is typed and lowered directly (not through ``@overload``): numba-cuda compiles
+# an overload as a separate device function, and an IndexError raised there cannot be
+# reported by the kernel (debug mode shows "unknown error"); lowered in place it can.
 
-    def codegen(context, builder, sig, args):
-        typ, index_type = sig.args
-        struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-        offset, shape, strides = _apply_index(
-            context, builder, typ, struct, index_type, args[1], plan
-        )
-        pointer = builder.gep(struct.data, [offset])
+
+@type_callable(operator.getitem)
+def _type_getitem(context):
+    def typer(view, index):
+        if not isinstance(view, StridedViewType):
+            return None
+        _, result_ndim, is_element = _index_plan(view, index)
         if is_element:
-            return context.unpack_value(builder, typ.dtype, pointer)
-        new = _make_view(
-            context,
-            builder,
-            sig.return_type,
-            pointer,
-            shape,
-            strides,
-            builder.add(struct.offset, offset),
-        )
-        return new._getvalue()
+            return view.dtype
+        return view.copy(ndim=result_ndim, layout="A")
 
-    return result(view, index), codegen
+    return typer
 
 
-@intrinsic
-def _view_setitem(typingctx, view, index, value):
-    def codegen(context, builder, sig, args):
-        typ, index_type, value_type = sig.args
-        struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-        pointer = _element_pointer(context, builder, typ, struct, index_type, args[1])
-        stored = context.cast(builder, args[2], value_type, typ.dtype)
-        context.pack_value(builder, typ.dtype, stored, pointer)
-        return context.get_dummy_value()
+@type_callable(operator.setitem)
+def _type_setitem(context):
+    def typer(view, index, value):
+        if not isinstance(view, StridedViewType):
+            return None
+        if view.readonly:
+            raise TypingError(f"cannot store into {view}: the view is read-only")
+        _, _, is_element = _index_plan(view, index)
+        if not is_element:
+            raise TypingError(
+                f"{view}: only single elements can be assigned (index {index} selects a sub-view)"
+            )
+        if not isinstance(value, (types.Number, types.Boolean)) or not isinstance(
+            view.dtype, (types.Number, types.Boolean)
+        ):
+            raise TypingError(f"cannot store a {value} into {view}")
+        return types.none
 
-    return types.none(view, index, value), codegen
+    return typer
 
 
-@overload(operator.getitem)
-def _ov_getitem(view, index):
-    if isinstance(view, StridedViewType):
-        _index_plan(view, index)
-        return lambda view, index: _view_getitem(view, index)
+@lower_builtin(operator.getitem, StridedViewType, types.Any)
+def _lower_getitem(context, builder, sig, args):
+    typ, index_type = sig.args
+    plan, _, is_element = _index_plan(typ, index_type)
+    struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
+    offset, shape, strides = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
+    pointer = builder.gep(struct.data, [offset])
+    if is_element:
+        return context.unpack_value(builder, typ.dtype, pointer)
+    new = _make_view(
+        context,
+        builder,
+        sig.return_type,
+        pointer,
+        shape,
+        strides,
+        builder.add(struct.offset, offset),
+    )
+    return new._getvalue()
 
 
-@overload(operator.setitem)
-def _ov_setitem(view, index, value):
-    if not isinstance(view, StridedViewType):
-        return None
-    if view.readonly:
-        raise TypingError(f"cannot store into {view}: the view is read-only")
-    _, _, is_element = _index_plan(view, index)
-    if not is_element:
-        raise TypingError(
-            f"{view}: only single elements can be assigned (index {index} selects a sub-view)"
-        )
-    if not isinstance(value, (types.Number, types.Boolean)) or not isinstance(
-        view.dtype, (types.Number, types.Boolean)
-    ):
-        raise TypingError(f"cannot store a {value} into {view}")
-    return lambda view, index, value: _view_setitem(view, index, value)
+@lower_builtin(operator.setitem, StridedViewType, types.Any, types.Any)
+def _lower_setitem(context, builder, sig, args):
+    typ, index_type, value_type = sig.args
+    struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
+    pointer = _element_pointer(context, builder, typ, struct, index_type, args[1])
+    stored = context.cast(builder, args[2], value_type, typ.dtype)
+    context.pack_value(builder, typ.dtype, stored, pointer)
+    return context.get_dummy_value()
 
 
 # ---------------------------------------------------------------------------------------

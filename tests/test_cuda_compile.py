@@ -203,3 +203,25 @@ def test_prepared_launch_packs_one_slot_per_kernel_parameter(monkeypatch):
     assert [struct.unpack("<q", slot)[0] for slot in slots[:6]] == [4096, 5, 7, -7, 2, 9]
     assert struct.unpack("<f", slots[6][:4])[0] == 1.5
     assert struct.unpack("<q", slots[7])[0] == -3
+
+
+def test_bounds_check_errors_are_reported_by_the_kernel():
+    # indexing is lowered inside the kernel, so its IndexError is in the kernel's own
+    # exception table (what numba-cuda reads back after a debug launch)
+    from numba.cuda.compiler import compile_cuda
+
+    def read_past_end(view, out):
+        out[0] = view[view.shape[0]]
+
+    checked = view_type("f8", 1, "C", boundscheck=True)
+    result = compile_cuda(
+        read_past_end,
+        types.void,
+        (checked, checked),
+        debug=True,
+        nvvm_options={"opt": 0, "g": None},
+        cc=CC,
+    )
+    exception_class, arguments, _ = result.call_helper.get_exception(1)
+    assert exception_class is IndexError
+    assert arguments == ("view index out of bounds on axis 0",)

@@ -105,11 +105,14 @@ def test_derived_views_match_numpy():
     np.testing.assert_array_equal(read_out(), expected_derived(base[1:, 2:], 1 * 7 + 2))
 
 
-def test_cupy_arrays_passed_directly():
+@pytest.mark.parametrize(
+    "index", [(slice(None), slice(1, None, 3)), (slice(None, None, -1), slice(1, None, 3))]
+)
+def test_cupy_arrays_passed_directly(index):
     cupy = pytest.importorskip("cupy")
     from view_kernels import scaled_copy
 
-    source = cupy.arange(60, dtype=cupy.float32).reshape(6, 10)[::-1, 1::3]
+    source = cupy.arange(60, dtype=cupy.float32).reshape(6, 10)[index]
     destination = cupy.zeros((10, 6), dtype=cupy.float32).T[:, :3]
     scaled_copy[(1, 1), (8, 8)](source, destination, 3.0)
     np.testing.assert_array_equal(cupy.asnumpy(destination), cupy.asnumpy(source) * 3)
