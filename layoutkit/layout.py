@@ -552,7 +552,7 @@ class StridedLayout:
         info = self._info
         if info is None:
             info = self._analyze()
-        return info[4]
+        return info[4] & 0xFFFF_FFFF_FFFF_FFFF  # the kernel's int64 read as uint64 (bit 63)
 
     # ---------------------------------------------------------------- transforms
     def permuted(self, axis_order):
