@@ -230,3 +230,8 @@ def test_view_picture_shows_dtype_pointer_and_offsets():
     assert "float32" in page and hex(view.ptr) in page
     _, cells, _ = drawn_cells(layout_svg(view.layout))
     assert cells == numpy_offsets(view.layout)
+
+
+def test_layouts_render_in_jupyter_through_these_functions():
+    layout = LAYOUTS["2-d negative steps"]
+    assert layout._repr_html_() == layout_html(layout)
