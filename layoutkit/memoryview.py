@@ -663,7 +663,8 @@ class StridedMemoryView:
         ------
         BufferError
             Without a dtype, for a dtype DLPack cannot carry, for ``copy=True``, for
-            another ``dl_device``, for a read-only view asked for a legacy capsule, or
+            another ``dl_device`` (a host-accessible view may be asked for ``(1, 0)``,
+            the CPU), for a read-only view asked for a legacy capsule, or
             for a closed buffer.
         TypeError
             When ``max_version`` is not a ``(major, minor)`` tuple.
@@ -679,9 +680,11 @@ class StridedMemoryView:
             raise BufferError("copy=True: a StridedMemoryView exports its memory without a copy")
         device = self.__dlpack_device__()
         if dl_device is not None and tuple(dl_device) != device:
-            raise BufferError(
-                f"dl_device={dl_device!r}: the view lives on {device} and is not copied"
-            )
+            if tuple(dl_device) != _CPU_DEVICE or not self._location()[2]:
+                raise BufferError(
+                    f"dl_device={dl_device!r}: the view lives on {device} and is not copied"
+                )
+            device = _CPU_DEVICE  # pinned or managed memory, read as host memory
         if stream is not None:
             _dlpack._int_stream(stream)
         owner = self._owner
@@ -741,6 +744,12 @@ class StridedMemoryView:
                 "(use __array_interface__)"
             )
         return self._interface(cuda_interface_dict)
+
+    def _repr_html_(self):
+        """Jupyter: a picture of the layout and a table of the view's properties."""
+        from ._display import view_html
+
+        return view_html(self)
 
     def __repr__(self):
         layout = self.layout

@@ -545,3 +545,52 @@ def test_no_leak_over_100000_capsule_round_trips():
     assert dlpack.export_count() == exports
     growth = _memory_growth(round_trip, 10_000)  # tracing is slow; 10,000 show any leak
     assert growth < 64 * 1024, f"memory grew by {growth} bytes"
+
+
+# ----------------------------------------------------------------------------- device kinds
+def _known_buffer(array, *, device_id, device, host, managed=False):
+    """A buffer over host memory that claims another location (no driver needed)."""
+    return Buffer._from_known(
+        data_pointer(array), array.nbytes, owner=array, device_id=device_id,
+        is_device_accessible=device, is_host_accessible=host, is_managed=managed,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("claims", "dlpack_device", "host_interface", "cuda_interface"),
+    [
+        ({"device_id": -1, "device": False, "host": True}, (1, 0), True, False),
+        ({"device_id": 0, "device": True, "host": True}, (3, 0), True, True),
+        ({"device_id": 0, "device": True, "host": True, "managed": True}, (13, 0), True, True),
+        ({"device_id": 1, "device": True, "host": False}, (2, 1), False, True),
+    ],
+    ids=["host", "pinned", "managed", "device"],
+)
+def test_device_kinds_from_buffer(claims, dlpack_device, host_interface, cuda_interface):
+    a = np.arange(6, dtype=np.int16)
+    buffer = _known_buffer(a, **claims)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((2, 3), 2)[:, ::-1], a.dtype)
+    assert view.device_id == claims["device_id"]
+    assert view.is_device_accessible == claims["device"]
+    assert view.__dlpack_device__() == dlpack_device
+    assert hasattr(view, "__array_interface__") == host_interface
+    assert hasattr(view, "__cuda_array_interface__") == cuda_interface
+    if cuda_interface:
+        cai = view.__cuda_array_interface__
+        assert cai == {
+            "version": 3, "shape": (2, 3), "typestr": "<i2", "descr": [("", "<i2")],
+            "data": (view.ptr, False), "strides": (6, -2), "stream": None,
+        }  # fmt: skip
+    if host_interface:
+        np.testing.assert_array_equal(np.from_dlpack(view), a.reshape(2, 3)[:, ::-1])
+        capsule = view.__dlpack__(max_version=(1, 0), dl_device=(1, 0))
+        with dlpack.consume_capsule(capsule) as tensor:
+            assert tensor.device == (1, 0)
+    else:
+        with pytest.raises(BufferError, match="dl_device=\\(1, 0\\)"):
+            view.__dlpack__(max_version=(1, 0), dl_device=(1, 0))
+
+
+def test_repr_html_draws_the_layout():
+    page = StridedMemoryView.from_dlpack(np.zeros((2, 3), np.float32), -1)._repr_html_()
+    assert "float32" in page and page.count('class="cell"') == 6
