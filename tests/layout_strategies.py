@@ -83,11 +83,11 @@ def _axis_item(draw, extent):
 
 
 @st.composite
-def basic_indices(draw, shape, allow_new_axes=True, max_new_axes=3):
+def basic_indices(draw, shape, allow_new_axes=True, max_new_axes=3, allow_ellipsis=True):
     """A NumPy basic index for ``shape``: ints, slices, ``None`` and one ``Ellipsis``."""
     ndim = len(shape)
     consumed = draw(st.integers(0, ndim))
-    if consumed < ndim and draw(st.booleans()):
+    if allow_ellipsis and consumed < ndim and draw(st.booleans()):
         # items for the first ``head`` axes, then Ellipsis, then items for the last axes
         head = draw(st.integers(0, consumed))
         tail = consumed - head
