@@ -102,6 +102,7 @@ def _named(itemsize, make, shape=(67, 45)):
     src_buffer = base.view(np.uint8).reshape(-1).copy()
     src = np.ndarray(shape, dtype, src_buffer)
     src = make(src)
+    assert src.size == 0 or np.shares_memory(src, src_buffer)  # a view, never a copy
     dst_buffer = np.zeros(src.size * itemsize + 32, np.uint8)
     dst = np.ndarray(src.shape, dtype, dst_buffer, 16)
     return dst_buffer, dst, src_buffer, src
@@ -112,8 +113,8 @@ LAYOUTS = {
     "reverse-step": lambda a: a[::-1, ::2],
     "broadcast-row": lambda a: np.broadcast_to(a[3], (70, a.shape[1])),
     "contiguous": lambda a: a,
-    "3d-permute": lambda a: a[:66].reshape(6, 11, 45).transpose(2, 0, 1),
-    "0-d": lambda a: a[5, 7],
+    "3d-permute": lambda a: a[:6, :44].reshape(6, 11, 4, 1).transpose(2, 0, 3, 1),
+    "0-d": lambda a: a[5, 7, ...],
     "empty": lambda a: a[:0],
 }
 
@@ -172,7 +173,7 @@ from test_copy_cuda import LAYOUTS, _named, check_case
 for itemsize in (1, 2, 4, 8, 16, 3):
     for layout in ("transpose", "reverse-step", "broadcast-row", "3d-permute"):
         for dst_kind, src_kind in (("device", "device"), ("host", "device"), ("device", "host")):
-            check_case(_named(itemsize, LAYOUTS[layout], (37, 29)), dst_kind, src_kind)
+            check_case(_named(itemsize, LAYOUTS[layout], (37, 45)), dst_kind, src_kind)
 print("sanitized copies ok")
 """
 
