@@ -82,6 +82,28 @@ def _shifted(layout):
 
 
 # Lazy layout builders: (shape, strides, itemsize) as each kind of import found them.
+# Layouts are immutable, so the NumPy and DLPack ones are shared between views of tensors
+# with the same metadata (a program tends to see the same few shapes again and again).
+_layout_cache = {}
+_LAYOUT_CACHE_LIMIT = 1024
+
+
+def _cached(builder):
+    @functools.wraps(builder)
+    def build(shape, strides, itemsize):
+        key = (builder, shape, strides, itemsize)
+        layout = _layout_cache.get(key)
+        if layout is None:
+            layout = builder(shape, strides, itemsize)
+            if len(_layout_cache) >= _LAYOUT_CACHE_LIMIT:
+                _layout_cache.clear()
+            _layout_cache[key] = layout
+        return layout
+
+    return build
+
+
+@_cached
 def _layout_of_ndarray(shape, byte_strides, itemsize):
     """NumPy's own (valid, int64-safe) values: no checks beyond the itemsize division."""
     strides = []
@@ -94,6 +116,7 @@ def _layout_of_ndarray(shape, byte_strides, itemsize):
     return StridedLayout._trusted(shape, tuple(strides), itemsize, -low)
 
 
+@_cached
 def _layout_of_dlpack(shape, strides, itemsize):
     """A DLPack tensor's int64 values, strides in elements, checked here in plain Python.
 
@@ -260,7 +283,7 @@ class StridedMemoryView:
         BufferError: stream_ptr=None is ambiguous for a CPU tensor: pass -1 for no synchronization
         """
         if type(obj) is _ndarray and (stream_ptr == -1 or stream_ptr == 0):
-            view = cls._from_ndarray(obj)
+            view = cls._from_ndarray(obj, True)
             if view is not None:
                 return view
         elif not _is_dlpack(obj):
@@ -272,18 +295,22 @@ class StridedMemoryView:
         return cls._from_imported_tensor(tensor, obj)
 
     @classmethod
-    def _from_ndarray(cls, array):
-        """Fast path: read a NumPy array directly, as its DLPack export would describe it.
+    def _from_ndarray(cls, array, dlpack_dtypes_only):
+        """Fast path: read a NumPy array directly, as its DLPack export or array interface
+        would describe it. The data pointer is read on first use.
 
-        Returns None where NumPy's own export has to decide (dtypes outside the common
-        ones, strides that are not multiples of the itemsize), so its errors are kept.
-        The data pointer is read on first use.
+        Returns None where the protocol's own path has to decide (for DLPack, dtypes it
+        cannot carry; object dtypes; strides that are not multiples of the itemsize), so
+        its errors are kept.
         """
         dtype = array.dtype
         if dtype.char not in _DLPACK_CHARS or not dtype.isnative:
-            try:  # ml_dtypes types: ours to carry (NumPy's export refuses them)
-                to_dlpack_dtype(dtype)
-            except BufferError:
+            if dlpack_dtypes_only:
+                try:  # ml_dtypes types: ours to carry (NumPy's export refuses them)
+                    to_dlpack_dtype(dtype)
+                except BufferError:
+                    return None
+            elif dtype.hasobject:
                 return None
         itemsize = dtype.itemsize
         strides = array.strides
@@ -377,6 +404,10 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_array_interface(b"abcd").readonly
         True
         """
+        if type(obj) is _ndarray:
+            view = cls._from_ndarray(obj, False)
+            if view is not None:
+                return view
         info = read_array_interface(obj)
         if info.ptr == 0:
             _check_null(info.shape, f"{type(obj).__name__}.__array_interface__")

@@ -594,3 +594,15 @@ def test_device_kinds_from_buffer(claims, dlpack_device, host_interface, cuda_in
 def test_repr_html_draws_the_layout():
     page = StridedMemoryView.from_dlpack(np.zeros((2, 3), np.float32), -1)._repr_html_()
     assert "float32" in page and page.count('class="cell"') == 6
+
+
+def test_array_interface_views_take_any_plain_dtype():
+    records = np.zeros(3, dtype=[("x", "<f4"), ("n", "<i2")])
+    records["n"] = [1, 2, 3]
+    view = StridedMemoryView.from_array_interface(records)
+    assert view.dtype == records.dtype
+    np.testing.assert_array_equal(np.asarray(view)["n"], [1, 2, 3])
+    with pytest.raises(BufferError, match="structured"):
+        view.__dlpack__(max_version=(1, 0))
+    with pytest.raises(TypeError, match="holds Python objects"):
+        StridedMemoryView.from_array_interface(np.array([None, 1], dtype=object))

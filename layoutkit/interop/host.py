@@ -182,7 +182,7 @@ def read_array_interface(obj):
     else:
         ptr, readonly = _data_pointer(data, obj, "__array_interface__")
         keeper = obj
-    dtype = obj.dtype if type(obj) is np.ndarray else interface_dtype(interface)
+    dtype = as_dtype(obj.dtype) if type(obj) is np.ndarray else interface_dtype(interface)
     strides = interface.get("strides")
     return InterfaceInfo(
         ptr, readonly, tuple(interface["shape"]), None if strides is None else tuple(strides),
