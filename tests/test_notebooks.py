@@ -5,7 +5,6 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-
 from conftest import gpu_unavailable_reason
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
