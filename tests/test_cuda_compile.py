@@ -225,3 +225,42 @@ def test_bounds_check_errors_are_reported_by_the_kernel():
     exception_class, arguments, _ = result.call_helper.get_exception(1)
     assert exception_class is IndexError
     assert arguments == ("view index out of bounds on axis 0",)
+
+
+class _DeviceViewLike:
+    """The attributes of a device StridedMemoryView that launches read."""
+
+    def __init__(self):
+        from layoutkit.layout import StridedLayout
+
+        self.ptr = 4096
+        self.layout = StridedLayout.dense((2, 3), 4)
+        self.dtype = np.dtype(np.float32)
+        self.readonly = False
+        self.is_device_accessible = True
+        self.device_id = 0
+        self._buffer = None
+
+
+def test_view_records_are_made_once_and_closed_buffers_still_fail():
+    import types as pytypes
+
+    from layoutkit.cuda._records import view_record
+
+    view = _DeviceViewLike()
+    first = view_record(view, "argument 0", 0)
+    assert first[1:] == (view_type("f4", 2, "C"), (4096, 2, 3, 3, 1, 0))
+    assert view_record(view, "argument 0", 0) is first
+    view._buffer = pytypes.SimpleNamespace(is_closed=True)
+    with pytest.raises(BufferError, match="argument 0: the view's buffer is closed"):
+        view_record(view, "argument 0", 0)
+
+
+def test_view_records_check_the_device_on_first_use():
+    from layoutkit.cuda._records import view_record
+
+    view = _DeviceViewLike()
+    view.device_id = 1
+    view.buffer = None
+    with pytest.raises(ValueError, match="argument 2: the view lives on device 1"):
+        view_record(view, "argument 2", lambda: 0)

@@ -18,6 +18,7 @@ from layoutkit._numba_view import (
     view_arguments,
     view_numba_type,
 )
+from layoutkit.cuda._records import view_record
 from layoutkit.cuda._simulator import SimulatedView
 
 
@@ -71,8 +72,10 @@ class ViewArgumentHandler:
 
 def launch_argument(view, name, device_id, boundscheck=False):
     """Validate ``view`` for a kernel on ``device_id`` and flatten it into a LaunchArgument."""
-    check_view_accessible(view, name, True, device_id)
-    return LaunchArgument(view_numba_type(view, boundscheck), view_arguments(view))
+    _, numba_type, values = view_record(view, name, device_id)
+    if boundscheck:
+        numba_type = numba_type.copy(boundscheck=True)
+    return LaunchArgument(numba_type, values)
 
 
 def register_cuda_typeof():

@@ -98,6 +98,7 @@ class ViewKernel:
             return tuple(_simulated_argument(arg) for arg in args)
         from layoutkit import _driver
 
+        view_class = _strided_memory_view_class()
         stream_ptr = None
         device_ids = []
 
@@ -108,15 +109,23 @@ class ViewKernel:
 
         converted = []
         for position, arg in enumerate(args):
-            view = _as_view(arg)
-            if view is _NOT_A_VIEW:
+            kind = type(arg)
+            if kind is view_class or isinstance(arg, view_class):
+                view = arg
+            elif kind in _SCALARS or kind is LaunchArgument:
                 converted.append(arg)
                 continue
-            if view is _NEEDS_STREAM:
-                stream_ptr = _stream_pointer(stream) if stream_ptr is None else stream_ptr
-                view = _import_view(arg, stream_ptr)
+            elif _is_importable(arg):
+                if stream_ptr is None:
+                    stream_ptr = _stream_pointer(stream)
+                view = view_class.from_any_interface(arg, stream_ptr)
+            else:
+                converted.append(arg)
+                continue
             converted.append(
-                launch_argument(view, f"argument {position}", current_device_id, self._boundscheck)
+                launch_argument(
+                    view, _argument_name(position), current_device_id, self._boundscheck
+                )
             )
         return tuple(converted)
 
@@ -189,29 +198,34 @@ class _ConfiguredLaunch:
             launcher.launch_flat(arguments)
 
 
-_NOT_A_VIEW = object()
-_NEEDS_STREAM = object()
+_SCALARS = frozenset({int, float, bool, complex})
+_ARGUMENT_NAMES = tuple(f"argument {position}" for position in range(64))
+_view_class = []
 
 
-def _as_view(arg):
-    """``arg`` as a StridedMemoryView, or a marker saying it is none or needs importing."""
-    from layoutkit.memoryview import StridedMemoryView
+def _strided_memory_view_class():
+    if not _view_class:
+        from layoutkit.memoryview import StridedMemoryView
 
-    if isinstance(arg, StridedMemoryView):
-        return arg
-    if isinstance(arg, LaunchArgument) or hasattr(arg, "_numba_type_"):
-        return _NOT_A_VIEW  # numba's own device arrays and flattened views stay as they are
-    if hasattr(arg, "__cuda_array_interface__") or (
+        _view_class.append(StridedMemoryView)
+    return _view_class[0]
+
+
+def _argument_name(position):
+    return _ARGUMENT_NAMES[position] if position < 64 else f"argument {position}"
+
+
+def _is_importable(arg):
+    """Whether ``arg`` is a device tensor to import as a view (CuPy, torch, ...).
+
+    NumPy arrays stay as they are (numba-cuda copies them to the device), and so do
+    objects that give their Numba type themselves (numba's device arrays).
+    """
+    if hasattr(arg, "_numba_type_"):
+        return False
+    return hasattr(arg, "__cuda_array_interface__") or (
         hasattr(arg, "__dlpack__") and type(arg).__module__.split(".")[0] != "numpy"
-    ):
-        return _NEEDS_STREAM
-    return _NOT_A_VIEW
-
-
-def _import_view(arg, stream_ptr):
-    from layoutkit.memoryview import StridedMemoryView
-
-    return StridedMemoryView.from_any_interface(arg, stream_ptr)
+    )
 
 
 def _simulated_argument(arg):

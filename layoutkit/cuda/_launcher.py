@@ -12,7 +12,8 @@ import struct
 
 from numba import types
 
-from layoutkit._numba_view import StridedViewType, check_view_accessible, view_arguments
+from layoutkit._numba_view import StridedViewType
+from layoutkit.cuda._records import view_record
 
 # one 8-byte slot per kernel parameter; narrower scalars are padded
 _SLOT_FORMATS = {
@@ -56,6 +57,7 @@ class PreparedLaunch:
 
         formats = [_parameter_format(t) for t in argument_types]
         self._argument_types = argument_types
+        self._names = tuple(f"argument {position}" for position in range(len(argument_types)))
         self._is_view = tuple(is_view for _, is_view in formats)
         self._packer = struct.Struct("<" + "".join(fmt for fmt, _ in formats))
         count = self._packer.size // 8
@@ -81,10 +83,21 @@ class PreparedLaunch:
         if len(args) != len(self._is_view):
             raise TypeError(f"the kernel takes {len(self._is_view)} arguments, got {len(args)}")
         values = []
+        argument_types = self._argument_types
         for position, (arg, is_view) in enumerate(zip(args, self._is_view, strict=True)):
             if is_view:
-                self._check_view(position, arg)
-                values.extend(view_arguments(arg))
+                _, numba_type, view_values = view_record(
+                    arg, self._names[position], self._device_id
+                )
+                if numba_type is not argument_types[position] and not _same_view_type(
+                    numba_type, argument_types[position]
+                ):
+                    raise TypeError(
+                        f"argument {position}: the kernel was prepared for "
+                        f"{argument_types[position]}, got a view of type {numba_type}; call "
+                        "prepare() again for new view types"
+                    )
+                values.extend(view_values)
             else:
                 values.append(arg)
         self._launch(values)
@@ -118,17 +131,10 @@ class PreparedLaunch:
         if error != self._success:
             self._driver._raise_for("cuLaunchKernel", error)
 
-    def _check_view(self, position, view):
-        from layoutkit._numba_view import view_numba_type
 
-        expected = self._argument_types[position]
-        actual = view_numba_type(view, expected.boundscheck)
-        if actual is not expected:
-            raise TypeError(
-                f"argument {position}: the kernel was prepared for {expected}, got a view of "
-                f"type {actual}; call prepare() again for new view types"
-            )
-        check_view_accessible(view, f"argument {position}", True, self._device_id)
+def _same_view_type(actual, expected):
+    """Whether a view of type ``actual`` fits a kernel prepared for ``expected``."""
+    return actual.copy(boundscheck=expected.boundscheck) is expected
 
 
 def _dim3(value, name):
