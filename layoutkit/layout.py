@@ -931,17 +931,23 @@ class StridedLayout:
 
     # ---------------------------------------------------------------- identity
     def __eq__(self, other):
+        # equal when every index maps to the same offset: strides of extent-1 axes are
+        # never used, so they do not count
         if not isinstance(other, StridedLayout):
             return NotImplemented
-        return (
-            self._shape == other._shape
-            and self._strides == other._strides
-            and self._itemsize == other._itemsize
-            and self._offset == other._offset
-        )
+        if (
+            self._shape != other._shape
+            or self._itemsize != other._itemsize
+            or self._offset != other._offset
+        ):
+            return False
+        if self._strides == other._strides:
+            return True
+        return 1 in self._shape and _used_strides(self) == _used_strides(other)
 
     def __hash__(self):
-        return hash((self._shape, self._strides, self._itemsize, self._offset))
+        strides = _used_strides(self) if 1 in self._shape else self._strides
+        return hash((self._shape, strides, self._itemsize, self._offset))
 
     def __reduce__(self):
         return _rebuild, (self._shape, self._strides, self._itemsize, self._offset)
@@ -976,6 +982,11 @@ def _rebuild(shape, strides, itemsize, slice_offset):
     return StridedLayout._checked(
         layout.shape, layout.strides, layout.itemsize, offset, "unpickled layout"
     )
+
+
+def _used_strides(layout):
+    """The strides with those of extent-1 axes (never used) replaced by 0."""
+    return tuple(0 if e == 1 else s for e, s in zip(layout._shape, layout._strides))
 
 
 def _is_frozen(arg):
