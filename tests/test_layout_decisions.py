@@ -221,6 +221,12 @@ def test_9_implicit_c_equals_explicit_and_layouts_are_values():
     assert implicit != StridedLayout((2, 3, 4), None, 4)
     assert implicit != implicit[1:][0:]  # a slice offset makes a different layout
     assert implicit != "StridedLayout"
+    # strides of extent-1 axes are never used: they do not count
+    unit = StridedLayout((2, 1, 4), (4, 99, 1), 8)
+    assert unit == StridedLayout.dense((2, 1, 4), 8) and hash(unit) == hash(
+        StridedLayout.dense((2, 1, 4), 8)
+    )
+    assert unit != StridedLayout((2, 1, 4), (5, 99, 1), 8)
 
 
 @settings(max_examples=100, deadline=None)
