@@ -235,3 +235,10 @@ def test_view_picture_shows_dtype_pointer_and_offsets():
 def test_layouts_render_in_jupyter_through_these_functions():
     layout = LAYOUTS["2-d negative steps"]
     assert layout._repr_html_() == layout_html(layout)
+
+
+def test_views_render_in_jupyter_through_these_functions():
+    from layoutkit import StridedMemoryView
+
+    view = StridedMemoryView.from_array_interface(np.arange(12.0).reshape(3, 4)[::-1, ::2])
+    assert view._repr_html_() == view_html(view)
