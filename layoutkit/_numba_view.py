@@ -326,7 +326,7 @@ def _effective_strides(builder, typ, view):
     return strides
 
 
-def _wrapped_index(context, builder, typ, index, index_type, extent, axis):
+def _wrapped_index(context, builder, typ, index, index_type, extent, axis, message=None):
     """Index as int64, negative values counted from the end, checked if the type asks."""
     index = _int64(context, builder, index, index_type)
     if index_type.signed:
@@ -336,7 +336,7 @@ def _wrapped_index(context, builder, typ, index, index_type, extent, axis):
         out_of_range = builder.icmp_unsigned(">=", index, extent)
         with cgutils.if_unlikely(builder, out_of_range):
             context.call_conv.return_user_exc(
-                builder, IndexError, (f"view index out of bounds on axis {axis}",)
+                builder, IndexError, (message or f"view index out of bounds on axis {axis}",)
             )
     return index
 
@@ -568,7 +568,7 @@ def _view_with_layout(typingctx, view, layout):
     return result(view, layout), codegen
 
 
-@overload_method(StridedViewType, "permuted")
+@overload_method(StridedViewType, "permuted", inline="always")
 def _ov_permuted(view, axis_order):
     if not (
         isinstance(axis_order, types.BaseTuple)
@@ -602,6 +602,7 @@ def _view_permuted(typingctx, view, axis_order):
                 position_type,
                 ir.Constant(ir.IntType(64), typ.ndim),
                 axis,
+                f"permuted: axis_order[{axis}] is out of range for a {typ.ndim}-d view",
             )
             new_shape.append(builder.load(builder.gep(shape_array, [source])))
             new_strides.append(builder.load(builder.gep(stride_array, [source])))

@@ -362,3 +362,16 @@ def test_view_with_a_derived_layout():
     shape, item, offset = through_layout(view)
     expected = base[1:, ::2].T
     assert (shape, item, offset) == (expected.shape, expected[3, 1], view.layout.slice_offset)
+
+
+@njit(cache=True)
+def permuted_item(view, first_axis):
+    return view.permuted((first_axis, 0))[0, 1]
+
+
+def test_bounds_checked_permutation():
+    array = np.arange(6.0).reshape(2, 3)
+    checked = BoundsCheckedView(host_view(array))
+    assert permuted_item(checked, -1) == array.T[0, 1]
+    with pytest.raises(IndexError, match=r"permuted: axis_order\[0\] is out of range for a 2-d"):
+        permuted_item(checked, 2)
