@@ -6,7 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from layout_strategies import (
     itemsizes,
@@ -323,8 +323,7 @@ def test_11_zero_volume_layouts_are_canonical():
 @settings(max_examples=100, deadline=None)
 @given(layouts())
 def test_11_every_transform_keeps_zero_volume_canonical(layout):
-    if not layout.ndim:
-        return
+    assume(0 < layout.ndim < 64)  # room for one more axis
     layout = layout[..., 5:5]  # extents are at most 5: an empty last axis
     results = [
         layout,
