@@ -21,6 +21,23 @@ flattened integers (see :func:`view_arguments`).
 The layout kind ``"C"`` / ``"F"`` lets the compiler treat the innermost / outermost stride
 as the constant 1 (``"A"`` is any layout). Registrations go through ``numba.extending``,
 which serves both the CPU target and numba-cuda.
+
+In compiled code a view ``v`` supports:
+
+* ``v[i, j]`` loads and stores (negative indices count from the end, as in NumPy; values
+  are cast to the dtype); stores into a read-only view are a ``TypingError`` saying so;
+* basic indexing with slices (any step), ``None`` and ``...``, giving a view;
+* ``v.shape``, ``v.strides`` (elements), ``v.ndim``, ``v.size``;
+* ``v.permuted(axis_order)``, ``v.layout`` (the compiled ``StridedLayout`` of
+  ``layoutkit._numba_layout``, with its properties and transforms) and
+  ``v.with_layout(layout)``, the view of the same memory with another layout;
+* bounds checking, for views typed with ``boundscheck=True`` (:class:`BoundsCheckedView`
+  for ``@njit``, ``layoutkit.cuda.jit(boundscheck=True)`` for kernels): an index outside
+  its extent raises ``IndexError`` (kernels report it when compiled with ``debug=True``).
+
+Views derived inside compiled code have layout kind ``"A"`` and keep the parent's
+read-only and bounds-checking flags. A view derived in compiled code with zero elements
+keeps the strides it was computed with (the Python class makes them 0).
 """
 
 import operator
