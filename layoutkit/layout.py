@@ -1051,6 +1051,8 @@ def _infer_extent(shape, volume):
             unknown = i
         elif e < 0:
             raise ValueError(f"shape[{i}] = {e} is negative; extents must be >= 0 or -1")
+        elif e > _INT64_MAX:  # a zero volume would let it through
+            raise OverflowError(f"shape[{i}] = {e} does not fit in int64")
         else:
             known *= e
     if unknown is None:
