@@ -12,12 +12,7 @@ from functools import cache
 
 from numba import types
 
-from layoutkit._numba_view import (
-    StridedViewType,
-    check_view_accessible,
-    view_arguments,
-    view_numba_type,
-)
+from layoutkit._numba_view import StridedViewType, view_numba_type
 from layoutkit.cuda._records import view_record
 from layoutkit.cuda._simulator import SimulatedView
 
@@ -65,8 +60,7 @@ class ViewArgumentHandler:
             return ty, val
         from layoutkit import _driver
 
-        check_view_accessible(val, "view argument", True, _driver.ensure_context)
-        values = view_arguments(val)
+        values = view_record(val, "view argument", _driver.ensure_context)[2]
         return _parameters_type(len(values)), values
 
 
