@@ -37,16 +37,19 @@ def test_elementwise_kernel_lowers(unit, ndim):
 
 
 @pytest.mark.parametrize("unit", sorted(UNIT_TYPES))
-@pytest.mark.parametrize("batch_ndim", [1, 2, 4])
-def test_transpose_kernel_lowers(unit, batch_ndim):
+@pytest.mark.parametrize(("row_ndim", "col_ndim", "batch_ndim"), [(1, 1, 1), (2, 1, 2), (3, 2, 1)])
+def test_transpose_kernel_lowers(unit, row_ndim, col_ndim, batch_ndim):
     tile = TRANSPOSE_TILE[unit]
     signature = (
-        *[nt.int64] * 8,
+        *[nt.int64] * 4,
+        *[int_tuple(row_ndim)] * 3,
+        *[int_tuple(col_ndim)] * 3,
         *[int_tuple(batch_ndim)] * 3,
         *[nt.int64] * 3,
         UNIT_TYPES[unit],
     )
-    ptx = ptx_of(gpu.transpose_kernel(unit, tile, batch_ndim).py_func, signature)
+    kernel = gpu.transpose_kernel(unit, tile, row_ndim, col_ndim, batch_ndim)
+    ptx = ptx_of(kernel.py_func, signature)
     assert f"ld.global.{ACCESS[unit]}" in ptx
     assert f"st.global.{ACCESS[unit]}" in ptx
     assert "bar.sync" in ptx
@@ -55,4 +58,4 @@ def test_transpose_kernel_lowers(unit, batch_ndim):
 
 def test_generated_sources_are_kept_for_reading():
     assert "load_unit" in gpu.elementwise_source(3)
-    assert "cuda.shared.array((32, 33)" in gpu.transpose_source(4, 32, 1)
+    assert "cuda.shared.array((32, 33)" in gpu.transpose_source(4, 32, 1, 1, 1)

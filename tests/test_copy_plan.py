@@ -112,9 +112,20 @@ def test_plan_methods(shape, dst, src, itemsize, method, coalesced):
 def test_transpose_names_the_source_fast_axis_and_a_tile():
     plan = plan_copy((6, 8, 16), (128, 16, 1), (128, 1, 8), 2)
     assert plan.method == TRANSPOSE
-    assert plan.tile_axis == 1
+    assert plan.row_axes == (1,)
+    assert plan.col_axes == (2,)
     assert plan.tile > 0
     assert plan.shape == (6, 8, 16)
+
+
+def test_transpose_folds_small_axes_into_the_tile():
+    # a 6-d permutation of 16**6 float16 elements: 16-unit axes fold into 256-unit edges
+    src = np.empty((16,) * 6, np.float16).transpose(5, 3, 1, 4, 2, 0)
+    dst = np.empty(src.shape, np.float16)
+    plan = plan_copy(src.shape, element_strides(dst), element_strides(src), 2)
+    assert plan.method == TRANSPOSE
+    assert plan.row_axes == (0, 3)
+    assert plan.col_axes == (5, 4)
 
 
 def test_misaligned_pointer_narrows_the_unit():

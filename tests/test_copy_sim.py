@@ -57,6 +57,11 @@ def _named_cases():
             typed = np.frombuffer(rng.bytes(shape[0] * shape[1] * itemsize), dtype).reshape(shape)
             dst = np.zeros(shape[::-1], dtype)
             yield dst.view(np.uint8).reshape(-1), dst, typed.T
+        for shape, axes in (((8, 8, 8, 8), (3, 2, 1, 0)), ((4,) * 6, (5, 3, 1, 4, 2, 0))):
+            typed = np.frombuffer(rng.bytes(int(np.prod(shape)) * itemsize), dtype).reshape(shape)
+            src = typed.transpose(axes)
+            dst = np.zeros(src.shape, dtype)
+            yield dst.view(np.uint8).reshape(-1), dst, src
 
 
 def run_cases(n_random):
@@ -84,8 +89,10 @@ def run_cases(n_random):
         np.copyto(np.ndarray(dst.shape, dst.dtype, expected, offset, dst.strides), src)
         launch_plan(plan, dst_ptr, src_ptr)
         assert dst_buffer.tobytes() == expected.tobytes(), (plan, dst.shape, src.strides)
-        key = f"{plan.method}-{plan.unit}"
-        counts[key] = counts.get(key, 0) + 1
+        for key in (f"{plan.method}-{plan.unit}", "grouped-transpose"):
+            if key == "grouped-transpose" and len(plan.row_axes) + len(plan.col_axes) <= 2:
+                continue
+            counts[key] = counts.get(key, 0) + 1
     return counts
 
 
@@ -98,6 +105,7 @@ def test_kernels_under_the_simulator():
     assert result.returncode == 0, result.stdout + result.stderr
     counts = eval(result.stdout.strip().splitlines()[-1])
     assert {"transpose-1", "transpose-4", "transpose-16", "elementwise-1"} <= set(counts)
+    assert counts["grouped-transpose"] >= 7
     assert sum(counts.values()) >= 40
 
 

@@ -56,7 +56,7 @@ def _kernel_axes(plan):
     shape, dst, src = list(plan.shape), list(plan.dst_strides), list(plan.src_strides)
     if plan.method == TRANSPOSE:
         for axes in (shape, dst, src):
-            axes.insert(len(axes) - 1, axes.pop(plan.tile_axis))
+            axes.insert(len(axes) - 1, axes.pop(plan.row_axes[0]))
     while len(shape) < 2:
         shape.insert(0, 1)
         dst.insert(0, 0)

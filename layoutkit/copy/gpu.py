@@ -119,14 +119,45 @@ def elementwise_kernel(ndim):
     return cuda.jit(_compile(elementwise_source(ndim), "elementwise"))
 
 
-def transpose_source(unit, tile, batch_ndim):
+def _group_code(group, index, size, out, indent):
+    """Lines computing offsets ``d<out>``/``s<out>`` of ``index`` over an axis group.
+
+    The group's axes (``<group>_shape``, ``<group>_dst``, ``<group>_src``) are listed
+    fastest first.
+    """
+    pad = " " * indent
+    if size == 1:
+        return [f"{pad}d{out} = ({index}) * {group}_dst[0]",
+                f"{pad}s{out} = ({index}) * {group}_src[0]"]  # fmt: skip
+    lines = [f"{pad}rest{out} = {index}"]
+    for j in range(size):
+        position = f"rest{out}"
+        if j < size - 1:
+            lines += [
+                f"{pad}quotient{out} = rest{out} // {group}_shape[{j}]",
+                f"{pad}position{out} = rest{out} - quotient{out} * {group}_shape[{j}]",
+            ]
+            position = f"position{out}"
+        assign = "=" if j == 0 else "+="
+        lines += [
+            f"{pad}d{out} {assign} {position} * {group}_dst[{j}]",
+            f"{pad}s{out} {assign} {position} * {group}_src[{j}]",
+        ]
+        if j < size - 1:
+            lines.append(f"{pad}rest{out} = quotient{out}")
+    return lines
+
+
+def transpose_source(unit, tile, row_ndim, col_ndim, batch_ndim):
     """Python source of the tiled transpose for ``unit``-byte units, ``tile``-unit tiles.
 
-    ``rows`` is the source's fastest axis, ``cols`` the destination's; the tile goes
-    through shared memory as ``buffer[col, row]`` with one unit of padding per row.
-    ``batch_ndim`` further axes index the tiles. A full tile is moved by unrolled code
-    that issues all of a thread's global loads before its first shared-memory store;
-    edge tiles take a checked loop.
+    A tile's rows run along the source's fastest axes (``row_ndim`` axes folded
+    together), its columns along the destination's (``col_ndim`` axes); it goes through
+    shared memory as ``buffer[col, row]`` with one unit of padding per row, so reads
+    are coalesced in the source and writes in the destination. ``batch_ndim`` further
+    axes index the tiles. A full tile is moved by unrolled code that issues all of a
+    thread's global loads before its first shared-memory store; edge tiles take a
+    checked loop.
     """
     pair = unit == 16
     shape = f"({tile}, {tile + 1}, 2)" if pair else f"({tile}, {tile + 1})"
@@ -147,12 +178,18 @@ def transpose_source(unit, tile, batch_ndim):
             else f"buffer[{row}, {col}]"
         )
 
+    def rows_at(index, out, indent):
+        return _group_code("row", index, row_ndim, out, indent)
+
+    def cols_at(index, out, indent):
+        return _group_code("col", index, col_ndim, out, indent)
+
     passes = THREADS // tile
     per_thread = tile // passes
     lines = [
-        "def transpose(dst, src, rows, cols, dst_row, dst_col, src_row, src_col,",
-        "              batch_shape, batch_dst, batch_src, tiles_rows, tiles_cols, n_tiles,",
-        "              prototype):",
+        "def transpose(dst, src, rows, cols, row_shape, row_dst, row_src,",
+        "              col_shape, col_dst, col_src, batch_shape, batch_dst, batch_src,",
+        "              tiles_rows, tiles_cols, n_tiles, prototype):",
         f"    buffer = cuda.shared.array({shape}, {dtype})",
         "    tx = cuda.threadIdx.x",
         "    ty = cuda.threadIdx.y",
@@ -177,38 +214,39 @@ def transpose_source(unit, tile, batch_ndim):
         f"        r0 = tile_row * {tile}",
         f"        c0 = tile_col * {tile}",
         f"        if r0 + {tile} <= rows and c0 + {tile} <= cols:",
-        "            source = src_base + (r0 + tx) * src_row + (c0 + ty) * src_col",
-        f"            source_step = {passes} * src_col",
+        *rows_at("r0 + tx", "R", 12),
     ]
-    lines += [f"            v{m} = load_unit(source + {m} * source_step, prototype)"
+    for m in range(per_thread):
+        lines += cols_at(f"c0 + ty + {m * passes}", f"c{m}", 12)
+    lines += [f"            v{m} = load_unit(src_base + sR + sc{m}, prototype)"
               for m in range(per_thread)]  # fmt: skip
     for m in range(per_thread):
         lines += ["            " + line for line in put(f"ty + {m * passes}", "tx", f"v{m}")]
-    lines += [
-        "            cuda.syncthreads()",
-        "            target = dst_base + (r0 + ty) * dst_row + (c0 + tx) * dst_col",
-        f"            target_step = {passes} * dst_row",
-    ]
+    lines += ["            cuda.syncthreads()", *cols_at("c0 + tx", "C", 12)]
+    for m in range(per_thread):
+        lines += rows_at(f"r0 + ty + {m * passes}", f"r{m}", 12)
     lines += [f"            w{m} = {get('tx', f'ty + {m * passes}')}" for m in range(per_thread)]
-    lines += [
-        f"            store_unit(target + {m} * target_step, w{m})" for m in range(per_thread)
-    ]
+    lines += [f"            store_unit(dst_base + dr{m} + dC, w{m})" for m in range(per_thread)]
     lines += [
         "        else:",
         "            r = r0 + tx",
         "            if r < rows:",
+        *rows_at("r", "R", 16),
         f"                for j in range(ty, {tile}, {passes}):",
         "                    c = c0 + j",
         "                    if c < cols:",
-        "                        value = load_unit(src_base + r * src_row + c * src_col, prototype)",
+        *cols_at("c", "c", 24),
+        "                        value = load_unit(src_base + sR + sc, prototype)",
         *("                        " + line for line in put("j", "tx", "value")),
         "            cuda.syncthreads()",
         "            c = c0 + tx",
         "            if c < cols:",
+        *cols_at("c", "C", 16),
         f"                for j in range(ty, {tile}, {passes}):",
         "                    r = r0 + j",
         "                    if r < rows:",
-        f"                        store_unit(dst_base + r * dst_row + c * dst_col, {get('tx', 'j')})",
+        *rows_at("r", "r", 24),
+        f"                        store_unit(dst_base + dr + dC, {get('tx', 'j')})",
         "        cuda.syncthreads()",
         "        t += cuda.gridDim.x",
     ]
@@ -216,9 +254,10 @@ def transpose_source(unit, tile, batch_ndim):
 
 
 @functools.cache
-def transpose_kernel(unit, tile, batch_ndim):
-    """The transpose kernel for one unit size, tile edge and number of batch axes."""
-    return cuda.jit(_compile(transpose_source(unit, tile, batch_ndim), "transpose"))
+def transpose_kernel(unit, tile, row_ndim, col_ndim, batch_ndim):
+    """The transpose kernel for one unit size, tile edge and number of axes per group."""
+    source = transpose_source(unit, tile, row_ndim, col_ndim, batch_ndim)
+    return cuda.jit(_compile(source, "transpose"))
 
 
 @functools.cache
@@ -235,27 +274,29 @@ def _stream(handle):
 
 
 def _transpose_arguments(plan, dst, src):
-    axis = plan.tile_axis
-    last = plan.ndim - 1
-    batch = [k for k in range(plan.ndim) if k not in (axis, last)] or None
-    if batch is None:
-        batch_shape, batch_dst, batch_src = (1,), (0,), (0,)
-    else:
-        batch_shape = tuple(plan.shape[k] for k in batch)
-        batch_dst = tuple(plan.dst_strides[k] for k in batch)
-        batch_src = tuple(plan.src_strides[k] for k in batch)
-    rows, cols = plan.shape[axis], plan.shape[last]
+    def group(axes):
+        return (
+            tuple(plan.shape[k] for k in axes),
+            tuple(plan.dst_strides[k] for k in axes),
+            tuple(plan.src_strides[k] for k in axes),
+        )
+
+    row_group = group(plan.row_axes)
+    col_group = group(plan.col_axes)
+    batch = [k for k in range(plan.ndim) if k not in plan.row_axes and k not in plan.col_axes]
+    batch_group = group(batch) if batch else ((1,), (0,), (0,))
+    rows = cols = 1
+    for extent in row_group[0]:
+        rows *= extent
+    for extent in col_group[0]:
+        cols *= extent
     tiles_rows = -(-rows // plan.tile)
     tiles_cols = -(-cols // plan.tile)
     n_tiles = tiles_rows * tiles_cols
-    for extent in batch_shape:
+    for extent in batch_group[0]:
         n_tiles *= extent
-    return (
-        dst, src, rows, cols,
-        plan.dst_strides[axis], plan.dst_strides[last],
-        plan.src_strides[axis], plan.src_strides[last],
-        batch_shape, batch_dst, batch_src, tiles_rows, tiles_cols, n_tiles,
-    )  # fmt: skip
+    return (dst, src, rows, cols, *row_group, *col_group, *batch_group,
+            tiles_rows, tiles_cols, n_tiles)  # fmt: skip
 
 
 def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
@@ -291,7 +332,9 @@ def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
     if plan.method == TRANSPOSE:
         arguments = _transpose_arguments(plan, dst, src)
         blocks = max(1, min(max_blocks, arguments[-1]))
-        kernel = transpose_kernel(plan.unit, plan.tile, len(arguments[8]))
+        kernel = transpose_kernel(
+            plan.unit, plan.tile, len(plan.row_axes), len(plan.col_axes), len(arguments[10])
+        )
         kernel[blocks, (plan.tile, THREADS // plan.tile), stream](*arguments, prototype)
         return
     raise ValueError(f"plan method {plan.method!r} has no kernel")

@@ -33,8 +33,10 @@ TRANSPOSE = "transpose"  #: tiles through fast memory: the two sides' fastest ax
 STAGE_DEVICE = "stage_device"  #: host side contiguous: move it whole, rearrange on the device
 STAGE_HOST = "stage_host"  #: host side strided: pack/unpack it on the host, then transfer
 
-#: Tile edge (in units) of the transpose, by unit size: about 128 bytes per tile row.
-TRANSPOSE_TILE = {1: 64, 2: 64, 4: 32, 8: 32, 16: 16}
+#: Tile edge (in units) of the transpose, by unit size.
+TRANSPOSE_TILE = {1: 64, 2: 64, 4: 32, 8: 32, 16: 32}
+#: Most axes folded into one edge of a transpose tile.
+MAX_GROUP = 3
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,14 @@ class CopyPlan:
         Bytes added to each side's element-zero address (non-zero after axis flips).
     unit : int
         Bytes moved per coalesced element: 1, 2, 4, 8 or 16.
-    tile_axis : int
-        For ``"transpose"``: the coalesced axis that is fastest on the source side
-        (the destination's fastest is the last axis); -1 otherwise.
+    row_axes : tuple of int
+        For ``"transpose"``: the coalesced axes that form a tile's rows, fastest first:
+        the source's fastest axis, then (while the tile is not filled) the axes that
+        continue it contiguously in the source. Empty otherwise.
+    col_axes : tuple of int
+        For ``"transpose"``: the axes that form a tile's columns, fastest first: the last
+        axis (the destination's fastest) and the axes that continue it in the
+        destination. Empty otherwise.
     tile : int
         For ``"transpose"``: the tile edge in units; 0 otherwise.
 
@@ -76,7 +83,8 @@ class CopyPlan:
     dst_offset: int
     src_offset: int
     unit: int
-    tile_axis: int = -1
+    row_axes: tuple = ()
+    col_axes: tuple = ()
     tile: int = 0
 
     @property
@@ -242,6 +250,37 @@ def _fits_copy2d(shape, dst_strides, src_strides, unit):
     )
 
 
+def _tile_groups(shape, dst_strides, src_strides, fastest, tile):
+    """Axes of a transpose tile's rows (source order) and columns (destination order).
+
+    Small extents are folded together so that a tile is filled: the columns continue the
+    last axis through the destination's next axes while they are contiguous with it, the
+    rows continue the source's fastest axis through the axis whose source stride equals
+    the run covered so far.
+    """
+    last = len(shape) - 1
+    cols = [last]
+    run = shape[last]
+    k = last - 1
+    while run < tile and len(cols) < MAX_GROUP and k >= 0 and k != fastest:
+        if dst_strides[k] != run * dst_strides[last]:
+            break
+        cols.append(k)
+        run *= shape[k]
+        k -= 1
+    rows = [fastest]
+    unit = abs(src_strides[fastest])
+    run = shape[fastest]
+    while run < tile and len(rows) < MAX_GROUP:
+        nxt = [j for j in range(len(shape)) if j not in rows and j not in cols
+               and abs(src_strides[j]) == run * unit]  # fmt: skip
+        if not nxt:
+            break
+        rows.append(nxt[0])
+        run *= shape[nxt[0]]
+    return tuple(rows), tuple(cols)
+
+
 def plan_copy(
     shape,
     dst_strides,
@@ -297,8 +336,10 @@ def plan_copy(
         c_shape, [c_dst, c_src], [dst_ptr + dst_off, src_ptr + src_off]
     )
 
-    def make(method, tile_axis=-1, tile=0):
-        return CopyPlan(method, c_shape, c_dst, c_src, dst_off, src_off, unit, tile_axis, tile)
+    def make(method, row_axes=(), col_axes=(), tile=0):
+        return CopyPlan(
+            method, c_shape, c_dst, c_src, dst_off, src_off, unit, row_axes, col_axes, tile
+        )
 
     if _is_contiguous_run(c_shape, c_dst, unit) and _is_contiguous_run(c_shape, c_src, unit):
         return make(MEMCPY)
@@ -312,5 +353,7 @@ def plan_copy(
     if len(c_shape) >= 2 and c_dst[-1] == unit and c_src[-1] != unit:
         fastest = min(range(len(c_shape)), key=lambda k: (abs(c_src[k]), -c_shape[k]))
         if abs(c_src[fastest]) == unit and fastest != len(c_shape) - 1:
-            return make(TRANSPOSE, fastest, TRANSPOSE_TILE[unit])
+            tile = TRANSPOSE_TILE[unit]
+            rows, cols = _tile_groups(c_shape, c_dst, c_src, fastest, tile)
+            return make(TRANSPOSE, rows, cols, tile)
     return make(ELEMENTWISE)
