@@ -652,7 +652,7 @@ class BoundsCheckedView:
         The view to check.
     """
 
-    __slots__ = ("view",)
+    __slots__ = ("view", "__weakref__")
 
     def __init__(self, view):
         self.view = view

@@ -264,3 +264,14 @@ def test_view_records_check_the_device_on_first_use():
     view.buffer = None
     with pytest.raises(ValueError, match="argument 2: the view lives on device 1"):
         view_record(view, "argument 2", lambda: 0)
+
+
+def test_extension_accepts_bounds_checked_views(monkeypatch):
+    from layoutkit._numba_view import BoundsCheckedView
+
+    monkeypatch.setattr(layoutkit._driver, "ensure_context", lambda: 0)
+    view = BoundsCheckedView(_DeviceViewLike())
+    numba_type = view._numba_type_
+    assert numba_type == view_type("f4", 2, "C", boundscheck=True)
+    _, values = extension.prepare_args(numba_type, view)
+    assert values == (4096, 2, 3, 3, 1, 0)
