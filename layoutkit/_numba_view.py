@@ -343,6 +343,12 @@ def _effective_strides(builder, typ, view):
     return strides
 
 
+def _call_conv(context):
+    """The calling convention that raises exceptions (numba-cuda keeps it on ``fndesc``)."""
+    call_conv = getattr(getattr(context, "fndesc", None), "call_conv", None)
+    return call_conv if call_conv is not None else context.call_conv
+
+
 def _wrapped_index(context, builder, typ, index, index_type, extent, axis, message=None):
     """Index as int64, negative values counted from the end, checked if the type asks."""
     index = _int64(context, builder, index, index_type)
@@ -352,7 +358,7 @@ def _wrapped_index(context, builder, typ, index, index_type, extent, axis, messa
     if typ.boundscheck:
         out_of_range = builder.icmp_unsigned(">=", index, extent)
         with cgutils.if_unlikely(builder, out_of_range):
-            context.call_conv.return_user_exc(
+            _call_conv(context).return_user_exc(
                 builder, IndexError, (message or f"view index out of bounds on axis {axis}",)
             )
     return index
