@@ -14,8 +14,10 @@ argument types (number of axes, unit size). Under the CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1``) the same kernels run with Python loads and stores.
 """
 
+import contextlib
 import ctypes
 import functools
+import warnings
 
 import numpy as np
 from numba import cuda
@@ -299,6 +301,21 @@ def _transpose_arguments(plan, dst, src):
             tiles_rows, tiles_cols, n_tiles)  # fmt: skip
 
 
+#: numba-cuda warns about grids below this many blocks; a small copy needs no more.
+_NUMBA_MIN_GRID = 128
+
+
+@contextlib.contextmanager
+def _quiet(blocks):
+    """Silence numba-cuda's low-occupancy warning for a deliberately small grid."""
+    if blocks >= _NUMBA_MIN_GRID:
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Grid size", category=Warning)
+        yield
+
+
 def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
     """Queue the kernel of an ``elementwise`` or ``transpose`` plan on a stream.
 
@@ -325,9 +342,10 @@ def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
     if plan.method == ELEMENTWISE:
         count = plan.volume
         blocks = max(1, min(max_blocks, -(-count // (THREADS * UNROLL))))
-        elementwise_kernel(plan.ndim)[blocks, THREADS, stream](
-            dst, src, plan.shape, plan.dst_strides, plan.src_strides, count, prototype
-        )
+        with _quiet(blocks):
+            elementwise_kernel(plan.ndim)[blocks, THREADS, stream](
+                dst, src, plan.shape, plan.dst_strides, plan.src_strides, count, prototype
+            )
         return
     if plan.method == TRANSPOSE:
         arguments = _transpose_arguments(plan, dst, src)
@@ -335,6 +353,7 @@ def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
         kernel = transpose_kernel(
             plan.unit, plan.tile, len(plan.row_axes), len(plan.col_axes), len(arguments[10])
         )
-        kernel[blocks, (plan.tile, THREADS // plan.tile), stream](*arguments, prototype)
+        with _quiet(blocks):
+            kernel[blocks, (plan.tile, THREADS // plan.tile), stream](*arguments, prototype)
         return
     raise ValueError(f"plan method {plan.method!r} has no kernel")
