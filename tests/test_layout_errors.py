@@ -12,7 +12,7 @@ import pickle
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from layout_strategies import layouts
+from layout_strategies import assert_properties, layouts
 
 from layoutkit import AxisError, StridedLayout
 
@@ -115,7 +115,10 @@ BAD_CALLS = {
     "reshaped -1 indivisible": (lambda: L.reshaped((5, -1)), ValueError, r"shape \(5, -1\).*24"),
     "reshaped -1 with zero": (lambda: EMPTY.reshaped((0, -1)), ValueError, r"shape \(0, -1\).*ambiguous"),
     "reshaped 65 dims": (lambda: L.reshaped(TOO_MANY), ValueError, r"shape has 65"),
-    "reshaped huge": (lambda: L.reshaped((2**64, 2**64)), ValueError, r"18446744073709551616"),
+    "reshaped huge": (lambda: L.reshaped((2**64, 2**64)), OverflowError, r"shape\[0\] = 18446744073709551616"),
+    "reshaped huge empty": (
+        lambda: EMPTY.reshaped((0, 2**64)), OverflowError, r"shape\[1\] = 18446744073709551616"
+    ),
     "reshaped needs copy": (
         lambda: L.permuted((2, 0, 1)).reshaped((8, 3)), ValueError, r"to shape \(8, 3\).*incompatible"
     ),
@@ -264,9 +267,12 @@ def test_validation_runs_before_kernels(monkeypatch):
 # ------------------------------------------------------------------------- fuzz
 DOCUMENTED = (TypeError, ValueError, OverflowError, IndexError)
 
+huge = st.sampled_from(
+    [2**31, 2**62, 2**63, 2**64, 2**70, -(2**63), -(2**63) - 1, 2**63 - 1, -(2**70)]
+)
 scalars = st.one_of(
     st.integers(-3, 5),
-    st.sampled_from([2**31, 2**63, 2**64, 2**70, -(2**63), -(2**63) - 1, 2**63 - 1, -(2**70)]),
+    huge,
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=3),
     st.none(),
@@ -280,6 +286,9 @@ junk = st.recursive(
     lambda inner: st.lists(inner, max_size=5) | st.lists(inner, max_size=5).map(tuple),
     max_leaves=12,
 )
+# nearly valid arguments: short sequences of small or extreme integers
+int_lists = st.lists(st.integers(-2, 4) | huge, max_size=6)
+arguments = st.one_of(junk, int_lists, int_lists.map(tuple), st.integers(-4, 4) | huge)
 
 
 def _calls(layout, a, b, c):
@@ -309,7 +318,7 @@ def _calls(layout, a, b, c):
 
 
 @settings(max_examples=300, deadline=None)
-@given(layouts(), junk, junk, junk)
+@given(layouts(), arguments, arguments, arguments)
 def test_junk_raises_only_documented_errors(layout, a, b, c):
     for call in _calls(layout, a, b, c):
         try:
@@ -319,4 +328,17 @@ def test_junk_raises_only_documented_errors(layout, a, b, c):
         else:
             assert isinstance(result, (StridedLayout, int, bool)), result
             if isinstance(result, StridedLayout):
-                result.volume, result.offset_bounds, result.is_unique  # noqa: B018
+                assert_valid(result)
+
+
+def assert_valid(layout):
+    """Every number of an accepted layout fits in int64, and its properties work."""
+    int64 = range(-(2**63), 2**63)
+    assert all(type(e) is int and 0 <= e < 2**63 for e in layout.shape)
+    assert all(type(s) is int and s in int64 for s in layout.strides)
+    assert layout.slice_offset in int64 and 0 < layout.itemsize < 2**31
+    assert layout.volume in int64
+    assert all(b * layout.itemsize in int64 for b in layout.offset_bounds)
+    layout.is_unique, layout.is_contiguous_any, layout.flattened()  # noqa: B018
+    if layout.volume <= 4096:
+        assert_properties(layout)
