@@ -62,8 +62,8 @@ class ViewKernel:
     """A numba-cuda kernel with view arguments (made by :func:`jit`).
 
     A launch converts and checks the view arguments, then, when every argument is a view
-    or a Python ``int``/``float``/``bool`` and the kernel is not compiled with
-    ``debug=True``, launches through the driver with a launcher cached per launch
+    or a Python ``int``/``float``/``bool``, the kernel is not compiled with ``debug=True``
+    and no other ``extensions=`` are given, launches through the driver with a launcher cached per launch
     configuration and argument types (as :meth:`prepare` does); otherwise it goes through
     numba-cuda's own launch.
 
@@ -83,6 +83,12 @@ class ViewKernel:
         self._boundscheck = boundscheck
         self._simulated = simulated
         self._launchers = {}
+        options = {} if simulated else dispatcher.targetoptions
+        # debug kernels report device exceptions and other extensions convert arguments:
+        # both need numba-cuda's own launch
+        self._can_launch_directly = (
+            not simulated and not options.get("debug") and len(options.get("extensions") or ()) <= 1
+        )
 
     def __getitem__(self, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -148,7 +154,7 @@ class ViewKernel:
 
     def _direct_launcher(self, config, arguments):
         """The cached driver launcher for these arguments, or None to launch through numba."""
-        if self._simulated or not self.direct_launch or self.dispatcher.targetoptions.get("debug"):
+        if not (self.direct_launch and self._can_launch_directly):
             return None
         key_types = []
         for arg in arguments:
