@@ -11,6 +11,7 @@ On a GPU the accesses go through the global address space.
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 #: A prototype value of each unit size, passed to the kernels to select the unit type.
@@ -82,3 +83,19 @@ def store_unit(typingctx, address, value):
         return context.get_dummy_value()
 
     return types.none(address, value), codegen
+
+
+@intrinsic
+def copy_bytes(typingctx, dst, src, nbytes):
+    """``memcpy(dst, src, nbytes)`` between integer addresses (CPU kernels only)."""
+    if not all(isinstance(t, types.Integer) for t in (dst, src, nbytes)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        byte_pointer = ir.IntType(8).as_pointer()
+        dst_pointer = builder.inttoptr(args[0], byte_pointer)
+        src_pointer = builder.inttoptr(args[1], byte_pointer)
+        cgutils.raw_memcpy(builder, dst_pointer, src_pointer, args[2], 1)
+        return context.get_dummy_value()
+
+    return types.none(dst, src, nbytes), codegen
