@@ -168,3 +168,33 @@ def test_read_only_view_refused():
     with pytest.raises(ValueError, match="dst is read-only"):
         copy(StridedMemoryView.from_array_interface(frozen), view(np.ones(4)))
     assert not frozen.any()
+
+
+class DeviceView(HostView):
+    """A view that claims to be on ``device_id`` (its memory is never touched)."""
+
+    is_device_accessible = True
+
+    def __init__(self, array, device_id):
+        super().__init__(array)
+        self.device_id = device_id
+
+
+def test_devices_without_peer_access_are_refused_before_any_copy(monkeypatch):
+    from layoutkit import _driver
+
+    calls = []
+
+    def fake_call(name, *args):
+        calls.append(name)
+        return 0  # cuDeviceGet -> device 0 handle; cuDeviceCanAccessPeer -> no access
+
+    monkeypatch.setattr(_driver, "_call", fake_call)
+    dst = np.zeros((4, 5), np.float32)
+    with pytest.raises(
+        ValueError, match="dst is on device 0 and src on device 1, which has no peer"
+    ):
+        copy(DeviceView(dst, 0), DeviceView(np.ones((5, 4), np.float32).T, 1))
+    assert "cuDeviceCanAccessPeer" in calls
+    assert not any(name.startswith("cuMemcpy") or name == "cuLaunchKernel" for name in calls)
+    assert not dst.any()

@@ -40,9 +40,11 @@ def _broadcast_src_strides(dst_layout, src_layout):
 
 
 def _overlapping(dst, src, dst_layout, src_strides):
-    """Whether the byte ranges of the two views intersect (same memory space only)."""
-    if bool(dst.is_device_accessible) != bool(src.is_device_accessible):
-        return False
+    """Whether the byte ranges of the two views intersect.
+
+    Host and device pointers share one (unified) address space, so ranges of any two
+    views are compared: distinct allocations never intersect.
+    """
     itemsize = dst_layout.itemsize
     d_lo, d_hi = byte_extent(dst_layout.shape, dst_layout.strides, itemsize)
     s_lo, s_hi = byte_extent(dst_layout.shape, src_strides, itemsize)
