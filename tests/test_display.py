@@ -8,6 +8,8 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from layout_strategies import layouts
 
 from layoutkit import StridedLayout
 from layoutkit._display import MAX_CELLS, layout_html, layout_svg, view_html
@@ -77,6 +79,19 @@ def test_svg_summary_states_the_layout(layout):
     assert f"itemsize {layout.itemsize}" in summary
     assert f"slice_offset {layout.slice_offset}" in summary
     assert f"is_unique {layout.is_unique}" in summary
+
+
+@settings(max_examples=150, deadline=None)
+@given(layouts())
+def test_any_layout_is_drawn_at_numpys_offsets_or_summarised(layout):
+    svg = layout_svg(layout)
+    page = parse_html(layout_html(layout))
+    if svg is None:
+        assert "too large to draw" in "".join(page.pre)
+        return
+    _, cells, written = drawn_cells(svg)
+    assert cells == numpy_offsets(layout)
+    assert len(written) == page.cells == layout.volume
 
 
 def shared_indices(svg):
