@@ -36,7 +36,7 @@ MAX_GRIDS = 64
 
 _CELL = 34
 _GAP = 22
-_MARGIN = 28
+_MARGIN = 44
 _FONT = "font-family:monospace"
 _NEGATIVE_COLOUR = "#c62828"
 _SHARED_COLOUR = "#d81b60"
@@ -236,7 +236,7 @@ def _svg(layout, summary):
             parts.append(
                 _text(
                     gx + cols * _CELL / 2,
-                    gy - 8,
+                    gy - 17,
                     f"{glyph} {col_stride}",
                     colour=colour,
                     css_class="axis",
@@ -246,7 +246,7 @@ def _svg(layout, summary):
             glyph, colour = _arrow(row_stride, horizontal=False)
             parts.append(
                 _text(
-                    gx - 6,
+                    gx - 20,
                     gy + rows * _CELL / 2,
                     glyph,
                     anchor="end",
@@ -257,7 +257,7 @@ def _svg(layout, summary):
             )
             parts.append(
                 _text(
-                    gx - 6,
+                    gx - 20,
                     gy + rows * _CELL / 2 + 14,
                     row_stride,
                     anchor="end",
@@ -266,6 +266,25 @@ def _svg(layout, summary):
                     css_class="axis",
                 )
             )
+        if indices and shape:  # index numbers along the top (last axis) and left side
+            for c in range(cols):
+                parts.append(
+                    _text(
+                        gx + (c + 0.5) * _CELL, gy - 4, c, size=8, colour="#777", css_class="index"
+                    )
+                )
+            for r in range(rows if len(shape) >= 2 else 0):
+                parts.append(
+                    _text(
+                        gx - 4,
+                        gy + (r + 0.5) * _CELL + 3,
+                        r,
+                        size=8,
+                        anchor="end",
+                        colour="#777",
+                        css_class="index",
+                    )
+                )
         cells = itertools.product(range(rows), range(cols)) if shape else [(0, 0)]
         for r, c in cells:
             index = lead + ((r, c) if len(shape) >= 2 else (c,) if shape else ())
