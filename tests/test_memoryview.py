@@ -514,7 +514,6 @@ def _memory_growth(round_trip, count):
 def test_no_leak_over_100000_numpy_round_trips():
     """View from an array, np.from_dlpack(view): 100,000 times, memory and refcounts flat."""
     a = np.arange(12.0).reshape(3, 4)[:, ::-2]
-    exports = dlpack.export_count()
     refcount = sys.getrefcount(a)
 
     def round_trip():
@@ -523,14 +522,12 @@ def test_no_leak_over_100000_numpy_round_trips():
     growth = _memory_growth(round_trip, 100_000)
     assert growth < 64 * 1024, f"memory grew by {growth} bytes"
     assert sys.getrefcount(a) == refcount
-    assert dlpack.export_count() == exports
 
 
 def test_no_leak_over_100000_capsule_round_trips():
     """Capsule import (deleter called by us) and export (deleter called by NumPy) 100,000 times."""
     a = np.arange(12.0).reshape(3, 4)[:, ::-2]
     producer = Generic(a)
-    exports = dlpack.export_count()
     refcount = sys.getrefcount(a)
 
     def round_trip():
@@ -542,7 +539,6 @@ def test_no_leak_over_100000_capsule_round_trips():
         round_trip()
     gc.collect()
     assert sys.getrefcount(a) == refcount
-    assert dlpack.export_count() == exports
     growth = _memory_growth(round_trip, 10_000)  # tracing is slow; 10,000 show any leak
     assert growth < 64 * 1024, f"memory grew by {growth} bytes"
 

@@ -5,12 +5,11 @@ capsule (DLPack 1.x) and falls back to the legacy one; it renames the capsule to
 ``used_dltensor(_versioned)`` and returns an :class:`ImportedTensor` that owns the managed
 tensor and calls its deleter exactly once, when released or collected.
 
-Export (:func:`export_capsule`) builds a managed tensor in one ctypes buffer kept in a
-registry together with a reference to the exporting object; the deleter (called by the
-consumer) and the capsule destructor (for a capsule nobody consumed) both drop that entry,
-whichever comes first, so the exporter stays alive exactly as long as a consumer needs it.
-The two callbacks run only dictionary operations and pointer reads, no Python C-API calls
-that could trip over an exception already being raised by their caller.
+Export (:func:`export_capsule`) builds a managed tensor in one PyMem block whose
+``manager_ctx`` holds a reference to the exporting object; its deleter (called by the
+consumer, or by the capsule destructor for a capsule nobody consumed) frees the block and
+drops the reference, so the exporter stays alive exactly as long as a consumer needs it.
+Deleter and destructor are C functions (see the notes above ``_FUNCTIONS``).
 
 Examples
 --------
@@ -25,6 +24,7 @@ Examples
 import ctypes
 import operator
 import struct
+import sys
 
 __all__ = [
     "DLPACK_VERSION",
@@ -301,31 +301,110 @@ def consume_capsule(capsule):
 
 
 # ----------------------------------------------------------------------------------- export
-# address of a managed tensor we exported -> (its ctypes buffer, the exporting object)
-_exported = {}
+# Our managed tensors live in one PyMem_Malloc block each (struct, then shape and strides);
+# manager_ctx holds a strong reference to the exporting object. NumPy's own DLPack deleters
+# do exactly "PyMem_Free(self); Py_XDECREF(self->manager_ctx)" under the GIL, and NumPy's
+# capsule destructors call the deleter of a capsule nobody consumed, saving and restoring
+# any exception being raised meanwhile (consumers drop capsules and call deleters in their
+# error paths). Being C, they do this where a ctypes callback cannot: a callback run while
+# an exception is set loses that exception. So those four functions are borrowed, after
+# :func:`_check_numpy_deleter` has seen the deleter behave so; otherwise Python fallbacks
+# with the same effect are used.
+_MANAGER_CTX_OFFSET = {True: 8, False: LEGACY.size - 16}
+_api.PyMem_Free.argtypes = [ctypes.c_void_p]
+_api.Py_DecRef.argtypes = [ctypes.c_void_p]
+_api.PyMem_Malloc.restype = ctypes.c_void_p
+_api.PyMem_Malloc.argtypes = [ctypes.c_size_t]
+_api.Py_IncRef.argtypes = [ctypes.py_object]
+_api.PyCapsule_GetDestructor.restype = ctypes.c_void_p
+_api.PyCapsule_GetDestructor.argtypes = [ctypes.py_object]
 
 
-def _release_export(address):
-    """The DLPack deleter of our managed tensors: drop the buffer and the exporter reference."""
-    _exported.pop(address, None)
+def _read_address(address):
+    return ctypes.c_void_p.from_address(address).value or 0
 
 
-def _destroy_capsule(capsule):
-    """Capsule destructor: a capsule nobody consumed still owns its managed tensor."""
+def _python_deleter(versioned, address):
+    """Fallback deleter: what NumPy's does, as a ctypes callback."""
+    context = _read_address(address + _MANAGER_CTX_OFFSET[versioned])
+    _api.PyMem_Free(address)
+    _api.Py_DecRef(context)
+
+
+def _python_destructor(capsule):
+    """Fallback capsule destructor: call the deleter of a capsule nobody consumed."""
     name = _raw_get_name(capsule)
-    if name in (_ADDR_NAME_VERSIONED, _ADDR_NAME_LEGACY):  # still our own name
-        _release_export(_raw_get_pointer(capsule, name))
+    if name in (_ADDR_NAME_VERSIONED, _ADDR_NAME_LEGACY):  # still our own name: unconsumed
+        address = _raw_get_pointer(capsule, name)
+        _python_deleter(name == _ADDR_NAME_VERSIONED, address)
 
 
-_DELETER = _DELETER_TYPE(_release_export)
-_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_destroy_capsule)
-_DELETER_ADDRESS = ctypes.cast(_DELETER, ctypes.c_void_p).value
-_CAPSULE_DESTRUCTOR_ADDRESS = ctypes.cast(_CAPSULE_DESTRUCTOR, ctypes.c_void_p).value
+_PYTHON_CALLBACKS = (  # kept alive for as long as the module: C holds their addresses
+    _DELETER_TYPE(lambda address: _python_deleter(True, address)),
+    _DELETER_TYPE(lambda address: _python_deleter(False, address)),
+    _DELETER_TYPE(_python_destructor),
+)
+_PYTHON_FUNCTIONS = {
+    versioned: (ctypes.cast(_PYTHON_CALLBACKS[0 if versioned else 1], ctypes.c_void_p).value,
+                ctypes.cast(_PYTHON_CALLBACKS[2], ctypes.c_void_p).value)
+    for versioned in (True, False)
+}  # fmt: skip
 
 
-def export_count():
-    """Number of exported managed tensors still alive (not yet deleted by a consumer)."""
-    return len(_exported)
+def _allocate(size):
+    """A PyMem block of ``size`` bytes (NumPy's deleter frees it with PyMem_Free)."""
+    address = _api.PyMem_Malloc(size)
+    if not address:
+        raise MemoryError(f"cannot allocate {size} bytes for a DLPack managed tensor")
+    return address
+
+
+def _pack_managed(versioned, address, size, context, deleter, flags, tensor):
+    """Write a managed tensor's struct at ``address``; returns the block as a ctypes array."""
+    block = (ctypes.c_char * size).from_address(address)
+    if versioned:
+        VERSIONED.pack_into(block, 0, *DLPACK_VERSION, context, deleter, flags, *tensor)
+    else:
+        LEGACY.pack_into(block, 0, *tensor, context, deleter)
+    return block
+
+
+_EMPTY_TENSOR = (0, kDLCPU, 0, 0, 0, 8, 1, 0, 0, 0)
+
+
+def _check_numpy_deleter(deleter, versioned):
+    """Whether ``deleter`` frees a PyMem block and drops one reference to its manager_ctx."""
+    probe = object()
+    before = sys.getrefcount(probe)
+    size = (VERSIONED if versioned else LEGACY).size
+    address = _allocate(size)
+    _pack_managed(versioned, address, size, id(probe), deleter, 0, _EMPTY_TENSOR)
+    _api.Py_IncRef(probe)
+    _DELETER_TYPE(deleter)(address)
+    return sys.getrefcount(probe) == before
+
+
+def _numpy_functions(versioned):
+    """``(deleter, capsule destructor)`` addresses of NumPy's DLPack export, or None."""
+    import numpy as np
+
+    try:
+        capsule = np.empty(0).__dlpack__(max_version=(1, 0) if versioned else None)
+    except TypeError:  # NumPy < 2.1 makes no versioned capsules
+        return None
+    destructor = _api.PyCapsule_GetDestructor(capsule)
+    name, layout = (_ADDR_NAME_VERSIONED, VERSIONED) if versioned else (_ADDR_NAME_LEGACY, LEGACY)
+    fields = layout.unpack(ctypes.string_at(_api.PyCapsule_GetPointer(capsule, name), layout.size))
+    deleter = fields[3] if versioned else fields[-1]
+    if not (deleter and destructor and _check_numpy_deleter(deleter, versioned)):
+        return None
+    return deleter, destructor
+
+
+_FUNCTIONS = {
+    versioned: _numpy_functions(versioned) or _PYTHON_FUNCTIONS[versioned]
+    for versioned in (True, False)
+}
 
 
 def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, versioned):
@@ -350,28 +429,25 @@ def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, v
         Build a ``dltensor_versioned`` capsule (DLPack 1.x) rather than a legacy one.
     """
     ndim = len(shape)
-    header = VERSIONED.size if versioned else LEGACY.size
-    buffer = ctypes.create_string_buffer(header + 16 * ndim)
-    address = ctypes.addressof(buffer)
-    shape_address = address + header
-    strides_address = shape_address + 8 * ndim
+    header = (VERSIONED if versioned else LEGACY).size
+    size = header + 16 * ndim
+    address = _allocate(size)
+    shape_address = strides_address = 0
     if ndim:
-        _int64s(2 * ndim).pack_into(buffer, header, *shape, *strides)
-    else:
-        shape_address = strides_address = 0
+        shape_address = address + header
+        strides_address = shape_address + 8 * ndim
     tensor = (
         ptr, device[0], device[1], ndim, *dtype_triple,
         shape_address, strides_address, 0,
     )  # fmt: skip
-    if versioned:
-        VERSIONED.pack_into(buffer, 0, *DLPACK_VERSION, 0, _DELETER_ADDRESS, flags, *tensor)
-        name = _ADDR_NAME_VERSIONED
-    else:
-        LEGACY.pack_into(buffer, 0, *tensor, 0, _DELETER_ADDRESS)
-        name = _ADDR_NAME_LEGACY
-    _exported[address] = (buffer, exporter)
+    deleter, destructor = _FUNCTIONS[versioned]
+    block = _pack_managed(versioned, address, size, id(exporter), deleter, flags, tensor)
+    if ndim:
+        _int64s(2 * ndim).pack_into(block, header, *shape, *strides)
+    _api.Py_IncRef(exporter)  # manager_ctx's reference, dropped by the deleter
     try:
-        return _api.PyCapsule_New(address, name, _CAPSULE_DESTRUCTOR_ADDRESS)
+        return _api.PyCapsule_New(address, _ADDR_NAME_VERSIONED if versioned else _ADDR_NAME_LEGACY,
+                                  destructor)  # fmt: skip
     except BaseException:
-        del _exported[address]
+        _DELETER_TYPE(deleter)(address)
         raise
