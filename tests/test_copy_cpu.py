@@ -198,3 +198,24 @@ def test_devices_without_peer_access_are_refused_before_any_copy(monkeypatch):
     assert "cuDeviceCanAccessPeer" in calls
     assert not any(name.startswith("cuMemcpy") or name == "cuLaunchKernel" for name in calls)
     assert not dst.any()
+
+
+@pytest.mark.parametrize(
+    "first", ["import layoutkit; layoutkit.copy", "import layoutkit.copy", "import layoutkit"]
+)
+def test_layoutkit_copy_is_callable_whichever_import_comes_first(first):
+    import subprocess
+    import sys
+
+    script = (
+        f"{first}\n"
+        "import numpy as np, layoutkit\n"
+        "from layoutkit import StridedMemoryView as V\n"
+        "from layoutkit.copy import copy, plan\n"
+        "a = np.arange(6.0).reshape(2, 3); b = np.zeros((3, 2))\n"
+        "layoutkit.copy(V.from_array_interface(b), V.from_array_interface(a.T))\n"
+        "copy(V.from_array_interface(b[::-1]), V.from_array_interface(a.T))\n"
+        "assert b.tolist() == a.T[::-1].tolist(), b\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
