@@ -429,25 +429,41 @@ def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, v
         Build a ``dltensor_versioned`` capsule (DLPack 1.x) rather than a legacy one.
     """
     ndim = len(shape)
-    header = (VERSIONED if versioned else LEGACY).size
-    size = header + 16 * ndim
-    address = _allocate(size)
+    layout = _managed_struct(versioned, ndim)
+    address = _allocate(layout.size)
     shape_address = strides_address = 0
     if ndim:
-        shape_address = address + header
+        shape_address = address + layout.size - 16 * ndim
         strides_address = shape_address + 8 * ndim
     tensor = (
         ptr, device[0], device[1], ndim, *dtype_triple,
         shape_address, strides_address, 0,
     )  # fmt: skip
     deleter, destructor = _FUNCTIONS[versioned]
-    block = _pack_managed(versioned, address, size, id(exporter), deleter, flags, tensor)
-    if ndim:
-        _int64s(2 * ndim).pack_into(block, header, *shape, *strides)
+    if versioned:
+        data = layout.pack(*DLPACK_VERSION, id(exporter), deleter, flags, *tensor, *shape, *strides)
+        name = _ADDR_NAME_VERSIONED
+    else:
+        data = layout.pack(*tensor, id(exporter), deleter, *shape, *strides)
+        name = _ADDR_NAME_LEGACY
+    _memmove(address, data, layout.size)
     _api.Py_IncRef(exporter)  # manager_ctx's reference, dropped by the deleter
     try:
-        return _api.PyCapsule_New(address, _ADDR_NAME_VERSIONED if versioned else _ADDR_NAME_LEGACY,
-                                  destructor)  # fmt: skip
+        return _api.PyCapsule_New(address, name, destructor)
     except BaseException:
         _DELETER_TYPE(deleter)(address)
         raise
+
+
+_managed_structs = {}
+_memmove = ctypes.memmove
+
+
+def _managed_struct(versioned, ndim):
+    """A cached ``struct.Struct`` for a managed tensor followed by its shape and strides."""
+    key = (versioned, ndim)
+    layout = _managed_structs.get(key)
+    if layout is None:
+        header = VERSIONED if versioned else LEGACY
+        layout = _managed_structs[key] = struct.Struct(f"{header.format}{2 * ndim}q")
+    return layout
