@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 import pytest
 
-from layoutkit import StridedMemoryView
+from layoutkit import StridedLayout, StridedMemoryView
 from layoutkit.interop import dlpack
 
 
@@ -487,3 +487,36 @@ def test_deleter_runs_even_when_the_consumer_is_the_last_reference():
         np.from_dlpack(_view(np.arange(5.0)))
     gc.collect()
     assert sys.getrefcount(None) > 0  # the interpreter is still in one piece
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "error", "message"),
+    [
+        ((-1,), (1,), BufferError, "invalid shape \\(-1,\\)"),
+        ((2,), (2**62,), OverflowError, "does not fit in int64 bytes"),
+        ((2**40, 2**40), (0, 0), OverflowError, "spans more than int64 allows"),
+    ],
+)
+def test_impossible_dlpack_layouts_are_refused(shape, strides, error, message):
+    """A producer's numbers are checked as StridedLayout checks them, when first used."""
+    producer = Producer(np.zeros(1), shape=shape, strides=strides)
+    view = StridedMemoryView.from_dlpack(producer, -1)
+    with pytest.raises(error, match=message):
+        view.layout  # noqa: B018
+
+
+def test_dlpack_layouts_match_the_checked_constructor():
+    for array in (
+        np.zeros((3, 0, 2)),
+        np.zeros((4, 5))[::-2, 1::2],
+        np.zeros(()),
+        np.zeros(7)[::3],
+    ):
+        view = StridedMemoryView.from_dlpack(Producer(array), -1)
+        strides = tuple(s // 8 for s in array.strides)
+        expected = StridedLayout(array.shape, strides, 8)
+        assert view.layout.shape == expected.shape and view.layout.strides == expected.strides
+        assert (
+            view.layout.offset_bounds == (0, expected.max_offset - expected.min_offset)
+            or array.size == 0
+        )
