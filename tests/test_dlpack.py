@@ -267,6 +267,7 @@ def test_cpu_stream_zero_means_none_and_other_values_pass():
 def test_cuda_stream_rules():
     assert dlpack.producer_stream(2, -1) == -1
     assert dlpack.producer_stream(2, 5) == 5
+    assert dlpack.producer_stream(2, 0) == 1  # the legacy default stream: DLPack forbids 0
     with pytest.raises(BufferError, match="ambiguous for a CUDA tensor"):
         dlpack.producer_stream(2, None)
     assert dlpack.producer_stream(3, None) is None  # pinned: passed through

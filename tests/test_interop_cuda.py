@@ -224,10 +224,10 @@ def test_jax_round_trip(jax, shape):
 
 
 def test_jax_reads_a_cupy_slice_through_a_view(jax, cp):
-    x = cp.arange(24, dtype=cp.float32).reshape(4, 6)
-    view = StridedMemoryView.from_dlpack(x[1:3], cp.cuda.get_current_stream().ptr)
+    x = cp.arange(4 * 64, dtype=cp.float32).reshape(4, 64)  # rows of 256 bytes: aligned
+    view = StridedMemoryView.from_dlpack(x[2:4], cp.cuda.get_current_stream().ptr)
     out = jax.dlpack.from_dlpack(view)
-    np.testing.assert_array_equal(np.asarray(out), cp.asnumpy(x[1:3]))
+    np.testing.assert_array_equal(np.asarray(out), cp.asnumpy(x[2:4]))
 
 
 # ----------------------------------------------------------------------------- own memory

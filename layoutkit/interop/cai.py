@@ -103,7 +103,8 @@ def read_cuda_array_interface(obj, stream_ptr):
             f"{type(obj).__name__}.__cuda_array_interface__['data'] pointer {ptr} is not an address"
         )
     producer = _producer_stream(interface, obj)
-    if stream != _NO_SYNC and producer is not None and producer != stream:
+    # the driver's handle 0 and CAI's 1 both name the legacy default stream
+    if stream != _NO_SYNC and producer is not None and producer != (stream or 1):
         _wait_for_producer(stream, producer)
     strides = interface.get("strides")
     return InterfaceInfo(

@@ -47,6 +47,8 @@ DEVICE_TYPE_NAMES = {
     16: "Hexagon", 17: "MAIA", 18: "Trn",
 }  # fmt: skip
 
+_LEGACY_DEFAULT_STREAM = 1  # DLPack's and CAI's name for the driver's stream handle 0
+
 FLAG_READ_ONLY = 1 << 0
 FLAG_IS_COPIED = 1 << 1
 FLAG_IS_SUBBYTE_TYPE_PADDED = 1 << 2
@@ -120,13 +122,17 @@ def producer_stream(device_type, stream_ptr):
 
     CPU producers: ``None`` is ambiguous (``BufferError``), ``-1`` and ``0`` mean no stream.
     CUDA producers: ``None`` is refused (``BufferError``); other values pass through
-    (``-1`` asks the producer not to synchronise). Pinned and managed producers get the
-    value as given. Other device types are not supported (``BufferError``).
+    (``-1`` asks the producer not to synchronise), except the driver's handle ``0`` of the
+    legacy default stream, which DLPack forbids as ambiguous and names ``1``. Pinned and
+    managed producers get the value as given. Other device types are not supported
+    (``BufferError``).
 
     Examples
     --------
     >>> producer_stream(1, -1) is None, producer_stream(2, 7), producer_stream(3, None)
     (True, 7, None)
+    >>> producer_stream(2, 0)  # the legacy default stream, as DLPack numbers it
+    1
     """
     stream = _int_stream(stream_ptr)
     if device_type == kDLCPU:
@@ -141,7 +147,7 @@ def producer_stream(device_type, stream_ptr):
                 "stream_ptr=None is ambiguous for a CUDA tensor: pass the consumer stream's "
                 "handle, or -1 for no synchronization"
             )
-        return stream
+        return _LEGACY_DEFAULT_STREAM if stream == 0 else stream
     if device_type in (kDLCUDAHost, kDLCUDAManaged):
         return stream
     name = DEVICE_TYPE_NAMES.get(device_type, "unknown")
