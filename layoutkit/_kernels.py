@@ -242,7 +242,8 @@ def analyze(lay, n, itemsize, offset, info):
             if not add_fits(hi, span):
                 return OVERFLOW_OFFSET
             hi += span
-    if not mul_fits(lo, itemsize) or not mul_fits(hi, itemsize):
+    # the end of the last element, (hi + 1) * itemsize, is the required size in bytes
+    if not mul_fits(lo, itemsize) or not add_fits(hi, 1) or not mul_fits(hi + 1, itemsize):
         return OVERFLOW_BYTES
     info[INFO_MIN] = lo
     info[INFO_MAX] = hi
