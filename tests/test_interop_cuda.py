@@ -106,21 +106,25 @@ def test_cupy_stream_rules(cp):
 
 
 def test_cupy_owner_lifetime(cp):
+    """The memory stays allocated exactly as long as a view or a consumer needs it."""
     import gc
-    import weakref
 
-    x = cp.arange(16.0)
-    memory = x.data.mem
-    alive = weakref.ref(memory)
+    pool = cp.get_default_memory_pool()
+    gc.collect()
+    before = pool.used_bytes()
+    x = cp.arange(1 << 16, dtype=cp.float64)
+    allocated = pool.used_bytes() - before
+    assert allocated >= x.nbytes
     view = StridedMemoryView.from_dlpack(x, -1)
     out = cp.from_dlpack(view)
-    del x, memory, view
+    del x, view
     gc.collect()
-    assert alive() is not None
-    np.testing.assert_array_equal(cp.asnumpy(out), np.arange(16.0))
+    assert pool.used_bytes() - before == allocated
+    cp.ones(1 << 16)  # reuse of freed memory would show up as wrong values below
+    np.testing.assert_array_equal(cp.asnumpy(out), np.arange(1 << 16, dtype=np.float64))
     del out
     gc.collect()
-    assert alive() is None
+    assert pool.used_bytes() == before
 
 
 # ----------------------------------------------------------------------------- torch
