@@ -18,6 +18,7 @@ executes it. Byte address of coalesced index ``idx`` on a side is
 element ``(0, ..., 0)``.
 """
 
+import functools
 from dataclasses import dataclass
 
 __all__ = ["CopyPlan", "plan_copy", "byte_extent"]
@@ -325,12 +326,28 @@ def plan_copy(
     >>> p.shape, p.src_strides, p.unit
     ((5,), (-4,), 4)
     """
-    shape = tuple(shape)
+    return _plan(
+        tuple(shape),
+        tuple(dst_strides),
+        tuple(src_strides),
+        itemsize,
+        dst_ptr % MAX_UNIT,
+        src_ptr % MAX_UNIT,
+        bool(dst_on_device),
+        bool(src_on_device),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(
+    shape, dst_strides, src_strides, itemsize, dst_ptr, src_ptr, dst_on_device, src_on_device
+):
+    """:func:`plan_copy` on hashable arguments; only the pointers' alignment matters."""
     for e in shape:
         if e == 0:
             return CopyPlan(NONE, (0,), (0,), (0,), 0, 0, 1)
     c_shape, (c_dst, c_src), (dst_off, src_off) = _coalesce(
-        shape, [tuple(dst_strides), tuple(src_strides)], itemsize, [0, 0]
+        shape, [dst_strides, src_strides], itemsize, [0, 0]
     )
     unit, c_shape, (c_dst, c_src) = _widen(
         c_shape, [c_dst, c_src], [dst_ptr + dst_off, src_ptr + src_off]
