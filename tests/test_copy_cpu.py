@@ -219,3 +219,76 @@ def test_layoutkit_copy_is_callable_whichever_import_comes_first(first):
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+class FakeDriver:
+    """Driver calls of host<->device copies, executed on host memory (no GPU needed)."""
+
+    def __init__(self, monkeypatch):
+        import contextlib
+        import ctypes
+
+        from layoutkit import _driver
+
+        self.calls = []
+        self.keep = []
+        memmove = ctypes.memmove
+
+        def host_alloc(size):
+            buffer = np.zeros(size, np.uint8)
+            self.keep.append(buffer)
+            return buffer.ctypes.data
+
+        def call(name, *args):
+            self.calls.append(name)
+            if name == "cuMemcpy2DAsync":
+                params = args[0]
+                src = int(params.srcDevice) or int(params.srcHost)
+                dst = int(params.dstDevice) or int(params.dstHost)
+                for row in range(params.Height):
+                    memmove(dst + row * params.dstPitch, src + row * params.srcPitch,
+                            params.WidthInBytes)  # fmt: skip
+                return None
+            raise AssertionError(f"unexpected driver call {name}")
+
+        monkeypatch.setattr(_driver, "_call", call)
+        monkeypatch.setattr(_driver, "device_context", lambda device: contextlib.nullcontext())
+        monkeypatch.setattr(_driver, "stream_synchronize", lambda stream: self.calls.append("sync"))
+        monkeypatch.setattr(_driver, "mem_host_alloc", host_alloc)
+        monkeypatch.setattr(_driver, "mem_free_host", lambda ptr: self.calls.append("free_host"))
+
+        def memcpy_async(dst, src, size, stream=None):
+            self.calls.append("memcpy")
+            memmove(dst, src, size)
+
+        monkeypatch.setattr(_driver, "memcpy_async", memcpy_async)
+
+
+@pytest.mark.parametrize(
+    ("make_dst", "make_src", "expected_calls"),
+    [
+        # host step-2 rows into dense device memory: a 2-d driver copy, no staging
+        (
+            lambda: DeviceView(np.zeros((6, 5), "f4"), 0),
+            lambda a: view(a[::2]),
+            ["cuMemcpy2DAsync"],
+        ),
+        # dense device memory into a host view with a step on both axes: unpack from pinned
+        (
+            lambda: view(np.zeros((12, 10), "f4")[::2, ::2]),
+            lambda a: DeviceView(a[:6, :5].copy(), 0),
+            ["memcpy", "sync"],
+        ),
+        # host step-2 columns into dense device memory: pack into pinned, one memcpy
+        (lambda: DeviceView(np.zeros((12, 3), "f4"), 0), lambda a: view(a[:, ::2]), ["memcpy"]),
+    ],
+    ids=["copy2d", "stage-host-d2h", "stage-host-h2d"],
+)
+def test_transfers_with_a_fake_driver(monkeypatch, make_dst, make_src, expected_calls):
+    fake = FakeDriver(monkeypatch)
+    source = np.arange(12 * 5, dtype="f4").reshape(12, 5)
+    dst, src = make_dst(), make_src(source)
+    copy(dst, src)
+    np.testing.assert_array_equal(dst.array, np.broadcast_to(src.array, dst.array.shape))
+    for name in expected_calls:
+        assert name in fake.calls

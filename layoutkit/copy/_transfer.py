@@ -34,6 +34,8 @@ _MEMORYTYPE_UNIFIED = 4
 
 _pinned_lock = threading.Lock()
 _pinned = {"ptr": 0, "size": 0}
+#: A pinned staging buffer up to this size is kept for the next staged copy.
+KEEP_PINNED_BYTES = 64 << 20
 
 
 class _Side:
@@ -123,12 +125,18 @@ def _free_device_temporary(ptr, stream, device_id):
 def _pinned_buffer(nbytes):
     """The process's pinned staging buffer, grown to ``nbytes`` (caller holds the lock)."""
     if _pinned["size"] < nbytes:
-        if _pinned["ptr"]:
-            _driver.mem_free_host(_pinned["ptr"])
-            _pinned["ptr"], _pinned["size"] = 0, 0
+        _release_pinned(0)
         _pinned["ptr"] = _driver.mem_host_alloc(nbytes)
         _pinned["size"] = nbytes
     return _pinned["ptr"]
+
+
+def _release_pinned(keep):
+    """Free the staging buffer if it is larger than ``keep`` bytes (caller holds the lock)."""
+    if _pinned["ptr"] and _pinned["size"] > keep:
+        ptr = _pinned["ptr"]
+        _pinned["ptr"], _pinned["size"] = 0, 0
+        _driver.mem_free_host(ptr)
 
 
 def _execute(plan, shape, itemsize, dst, src, stream, device_id):
@@ -198,6 +206,7 @@ def _stage_on_host(shape, itemsize, dst, src, stream, device_id):
             _driver.stream_synchronize(stream)
             run_host_plan(plan_copy(shape, dst.strides, dense, itemsize, dst.ptr, pinned.ptr),
                           dst.ptr, pinned.ptr)  # fmt: skip
+        _release_pinned(KEEP_PINNED_BYTES)
 
 
 def run_device_plan(plan, dst, src, dst_layout, src_strides, stream):
