@@ -182,6 +182,12 @@ def layout_offsets(layout):
     return element_offsets(layout.shape, layout.strides, layout.slice_offset)
 
 
+def enumerable(layout, limit=4096):
+    """Whether the oracles can afford a layout: few elements and a small offset span."""
+    lo, hi = layout.offset_bounds
+    return layout.volume <= limit and hi - lo < 64 * limit
+
+
 def numpy_view(layout):
     """An int64 NumPy view with the layout's shape and strides whose values are offsets."""
     shape, strides, offset = layout.shape, layout.strides, layout.slice_offset

@@ -62,6 +62,9 @@ BAD_CALLS = {
     "offset overflow": (
         lambda: StridedLayout((2, 2), (2**62, 2**62), 1), OverflowError, r"strides=\(4611686018427387904.*offsets"
     ),
+    "required size overflow": (
+        lambda: StridedLayout((2**62,), (1,), 2), OverflowError, r"shape=\(4611686018427387904,\).*byte"
+    ),
     "byte stride overflow": (
         lambda: StridedLayout((2,), (2**62,), 4), OverflowError, r"strides=\(4611686018427387904,\).*byte"
     ),
@@ -232,6 +235,7 @@ FOUND_BY_KERNELS = {
     "volume overflow",
     "offset overflow",
     "byte stride overflow",
+    "required size overflow",
     "dense byte overflow",
     "broadcast mismatch",
     "broadcast zero to one",
