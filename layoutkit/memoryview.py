@@ -776,6 +776,13 @@ class StridedMemoryView:
             )
         return self._interface(cuda_interface_dict)
 
+    @property
+    def _numba_type_(self):
+        """The Numba type of this view (lets ``@njit`` code take views as arguments)."""
+        from ._numba_view import view_numba_type
+
+        return view_numba_type(self)
+
     def _repr_html_(self):
         """Jupyter: a picture of the layout and a table of the view's properties."""
         from ._display import view_html

@@ -375,3 +375,32 @@ def test_bounds_checked_permutation():
     assert permuted_item(checked, -1) == array.T[0, 1]
     with pytest.raises(IndexError, match=r"permuted: axis_order\[0\] is out of range for a 2-d"):
         permuted_item(checked, 2)
+
+
+def test_views_are_typed_without_importing_layoutkit_cuda():
+    """``StridedMemoryView._numba_type_`` registers the view type on first use."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        from numba import njit
+        from layoutkit import StridedMemoryView
+
+        @njit
+        def total(v):
+            s = 0.0
+            for i in range(v.shape[0]):
+                for j in range(v.shape[1]):
+                    s += v[i, j]
+            return s
+
+        a = np.arange(12.0).reshape(3, 4)
+        assert total(StridedMemoryView.from_array_interface(a[::-1, ::2])) == a[::-1, ::2].sum()
+        assert "layoutkit.cuda" not in sys.modules
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], check=True)
