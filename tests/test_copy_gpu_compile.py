@@ -29,11 +29,24 @@ def ptx_of(function, signature):
 @pytest.mark.parametrize("unit", sorted(UNIT_TYPES))
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4, 6])
 def test_elementwise_kernel_lowers(unit, ndim):
-    signature = (nt.int64, nt.int64, *[int_tuple(ndim)] * 3, nt.int64, UNIT_TYPES[unit])
+    unit_type = UNIT_TYPES[unit]
+    signature = (nt.int64, nt.int64, *[int_tuple(ndim)] * 3, nt.int64, unit_type, unit_type)
     ptx = ptx_of(gpu.elementwise_kernel(ndim).py_func, signature)
     assert f"ld.global.{ACCESS[unit]}" in ptx
     assert f"st.global.{ACCESS[unit]}" in ptx
     assert ".local" not in ptx  # offsets and units stay in registers
+
+
+@pytest.mark.parametrize(
+    ("src_unit", "unit"), [(1, 2), (1, 16), (2, 8), (4, 16), (8, 16), (2, 4), (4, 8)]
+)
+def test_fill_kernel_lowers(src_unit, unit):
+    signature = (
+        nt.int64, nt.int64, *[int_tuple(2)] * 3, nt.int64, UNIT_TYPES[unit], UNIT_TYPES[src_unit],
+    )  # fmt: skip
+    ptx = ptx_of(gpu.elementwise_kernel(2, src_unit, unit).py_func, signature)
+    assert f"ld.global.{ACCESS[src_unit]}" in ptx
+    assert f"st.global.{ACCESS[unit]}" in ptx
 
 
 @pytest.mark.parametrize("unit", sorted(UNIT_TYPES))

@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 from _copy_cases import copy_cases, expected_bytes
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from layoutkit.copy.plan import (
     COPY2D,
     ELEMENTWISE,
+    FILL,
     MEMCPY,
     NONE,
     STAGE_DEVICE,
@@ -51,16 +53,23 @@ def run_with_numpy(plan, dst_buffer, dst_addr, src_buffer, src_addr):
             buffer[start:], shape=plan.shape + (plan.unit,), strides=strides + (1,)
         )
 
-    src_view = view(src_buffer, src_addr, plan.src_offset, plan.src_strides)
+    src_unit = plan.src_unit or plan.unit
+    src_view = np.lib.stride_tricks.as_strided(
+        src_buffer[src_addr + plan.src_offset - src_buffer.ctypes.data :],
+        shape=plan.shape + (src_unit,),
+        strides=plan.src_strides + (1,),
+    )
+    if plan.method == FILL:  # each destination unit is the source unit repeated
+        src_view = np.concatenate([src_view] * (plan.unit // src_unit), axis=-1)
     view(dst_buffer, dst_addr, plan.dst_offset, plan.dst_strides)[...] = src_view
 
 
 @settings(max_examples=400, deadline=None)
-@given(copy_cases())
-def test_plan_moves_the_same_bytes_as_copyto(case):
+@given(copy_cases(), st.sampled_from([(False, False), (True, True)]))
+def test_plan_moves_the_same_bytes_as_copyto(case, where):
     dst_buffer, dst, src_buffer, src = case
     expected = expected_bytes(dst_buffer, dst, src)
-    plan = plan_for(dst, src)
+    plan = plan_for(dst, src, dst_on_device=where[0], src_on_device=where[1])
     run_with_numpy(plan, dst_buffer, address(dst), src_buffer, address(src))
     np.testing.assert_array_equal(dst_buffer, expected)
 
@@ -126,6 +135,13 @@ def test_transpose_folds_small_axes_into_the_tile():
     assert plan.method == TRANSPOSE
     assert plan.row_axes == (0, 3)
     assert plan.col_axes == (5, 4)
+
+
+def test_device_broadcast_along_rows_is_a_fill_of_wide_units():
+    plan = plan_copy((64, 64), (64, 1), (1, 0), 4, dst_on_device=True, src_on_device=True)
+    assert (plan.method, plan.unit, plan.src_unit) == (FILL, 16, 4)
+    assert plan.shape == (64, 16)
+    assert plan_copy((64, 64), (64, 1), (1, 0), 4).method == ELEMENTWISE  # host: no fill
 
 
 def test_misaligned_pointer_narrows_the_unit():

@@ -13,6 +13,7 @@ import numpy as np
 
 from layoutkit.copy.plan import (
     ELEMENTWISE,
+    FILL,
     TRANSPOSE,
     TRANSPOSE_TILE,
     broadcast_source_strides,
@@ -48,7 +49,8 @@ def _named_cases():
     for dtype in ("u1", "u2", "u4", "u8", "c16", "V3", "V6"):
         itemsize = np.dtype(dtype).itemsize
         typed = np.frombuffer(rng.bytes(40 * 13 * itemsize), dtype).reshape(40, 13)
-        for src in (typed.T, typed[::-1, ::2], typed[:, None, :].transpose(2, 1, 0)):
+        column = np.broadcast_to(typed[:, :1], (40, 16))
+        for src in (typed.T, typed[::-1, ::2], typed[:, None, :].transpose(2, 1, 0), column):
             dst = np.zeros(src.shape, dtype)
             yield dst.view(np.uint8).reshape(-1), dst, src
         if itemsize in TRANSPOSE_TILE:  # full tiles take the unrolled path of the kernel
@@ -82,7 +84,7 @@ def run_cases(n_random):
         plan = plan_copy(
             dst.shape, dst_strides, src_strides, itemsize, dst_ptr, src_ptr, True, True
         )
-        if plan.method not in (ELEMENTWISE, TRANSPOSE):
+        if plan.method not in (ELEMENTWISE, FILL, TRANSPOSE):
             continue
         expected = dst_buffer.copy()
         offset = dst_ptr - dst_buffer.ctypes.data
@@ -106,6 +108,7 @@ def test_kernels_under_the_simulator():
     counts = eval(result.stdout.strip().splitlines()[-1])
     assert {"transpose-1", "transpose-4", "transpose-16", "elementwise-1"} <= set(counts)
     assert counts["grouped-transpose"] >= 7
+    assert sum(n for key, n in counts.items() if key.startswith("fill")) >= 4
     assert sum(counts.values()) >= 40
 
 

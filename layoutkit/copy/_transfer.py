@@ -18,6 +18,7 @@ from layoutkit import _driver
 from layoutkit.copy.plan import (
     COPY2D,
     ELEMENTWISE,
+    FILL,
     MEMCPY,
     NONE,
     STAGE_DEVICE,
@@ -150,7 +151,7 @@ def _execute(plan, shape, itemsize, dst, src, stream, device_id):
         )
     elif method == COPY2D:
         _memcpy_2d(plan, dst, src, stream)
-    elif method in (ELEMENTWISE, TRANSPOSE):
+    elif method in (ELEMENTWISE, FILL, TRANSPOSE):
         _run_kernel(plan, dst, src, stream, device_id)
     elif method == STAGE_DEVICE:
         _stage_on_device(shape, itemsize, dst, src, stream, device_id)

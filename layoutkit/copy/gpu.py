@@ -3,6 +3,9 @@
 * ``elementwise``: a grid-stride loop over the coalesced index space, fastest destination
   axis innermost; each thread keeps four units in flight (four loads, then four stores).
   The unit is 1 to 16 bytes, so a contiguous run moves through 16-byte vector accesses.
+* ``fill``: the elementwise kernel for a source that does not move along the
+  destination's innermost axis: each source unit is loaded once per destination unit
+  and repeated to fill it (a float32 broadcast along rows is stored 16 bytes at a time).
 * ``transpose``: for plans whose two sides have different fastest axes. A tile of
   ``tile x tile`` units goes through shared memory (rows padded by one unit against bank
   conflicts); reads are coalesced along the source's fastest axis and writes along the
@@ -23,7 +26,7 @@ import numpy as np
 from numba import cuda
 from numba.core import config
 
-from layoutkit.copy.plan import ELEMENTWISE, NONE, TRANSPOSE
+from layoutkit.copy.plan import ELEMENTWISE, FILL, NONE, TRANSPOSE
 
 __all__ = [
     "launch_plan",
@@ -93,32 +96,59 @@ def _offsets_code(ndim, index, suffix, indent):
     return lines
 
 
-def elementwise_source(ndim):
+def _replicate_code(value, src_unit, unit, out, indent):
+    """Lines making ``v<out>``: the ``src_unit``-byte ``value`` repeated to ``unit`` bytes."""
+    pad = " " * indent
+    word = min(unit, 8)
+    pattern = sum(1 << (8 * src_unit * k) for k in range(word // src_unit))
+    lines = [f"{pad}x{out} = np.uint64({value}) * np.uint64({pattern})"]
+    if unit == 16:
+        return [*lines, f"{pad}v{out} = (x{out}, x{out})"]
+    return [*lines, f"{pad}v{out} = np.uint{8 * unit}(x{out})"]
+
+
+def elementwise_source(ndim, src_unit=0, unit=0):
     """Python source of the elementwise kernel over ``ndim`` coalesced axes.
 
     Every thread of a grid-stride loop keeps ``UNROLL`` units in flight: it computes
-    their offsets, loads them all, then stores them all.
+    their offsets, loads them all, then stores them all. With ``src_unit`` (a fill
+    plan) each loaded ``src_unit``-byte value is repeated into a ``unit``-byte one.
     """
-    lines = ["def elementwise(dst, src, shape, dst_strides, src_strides, count, prototype):"]
+
+    def load(out, indent):
+        if not src_unit:
+            return [f"{' ' * indent}v{out} = load_unit(src + s{out}, prototype)"]
+        value = f"load_unit(src + s{out}, src_prototype)"
+        return _replicate_code(value, src_unit, unit, out, indent)
+
+    lines = [
+        "def elementwise(dst, src, shape, dst_strides, src_strides, count, prototype,",
+        "                src_prototype):",
+    ]
     for k in range(ndim):
         lines.append(f"    e{k} = shape[{k}]; ds{k} = dst_strides[{k}]; ss{k} = src_strides[{k}]")
     lines += ["    step = cuda.gridsize(1)", "    i = cuda.grid(1)"]
     lines.append(f"    while i + {UNROLL - 1} * step < count:")
     for u in range(UNROLL):
         lines += _offsets_code(ndim, f"i + {u} * step", u, 8)
-    lines += [f"        v{u} = load_unit(src + s{u}, prototype)" for u in range(UNROLL)]
+    for u in range(UNROLL):
+        lines += load(u, 8)
     lines += [f"        store_unit(dst + d{u}, v{u})" for u in range(UNROLL)]
     lines.append(f"        i += {UNROLL} * step")
     lines.append("    while i < count:")
     lines += _offsets_code(ndim, "i", 0, 8)
-    lines += ["        store_unit(dst + d0, load_unit(src + s0, prototype))", "        i += step"]
+    lines += load(0, 8)
+    lines += ["        store_unit(dst + d0, v0)", "        i += step"]
     return "\n".join(lines) + "\n"
 
 
 @functools.cache
-def elementwise_kernel(ndim):
-    """The elementwise kernel for ``ndim`` coalesced axes (specialised by unit on launch)."""
-    return cuda.jit(_compile(elementwise_source(ndim), "elementwise"))
+def elementwise_kernel(ndim, src_unit=0, unit=0):
+    """The elementwise kernel for ``ndim`` axes (specialised by unit on launch).
+
+    ``src_unit`` and ``unit`` select the fill variant, which repeats source units.
+    """
+    return cuda.jit(_compile(elementwise_source(ndim, src_unit, unit), "elementwise"))
 
 
 def _group_code(group, index, size, out, indent):
@@ -317,7 +347,7 @@ def _quiet(blocks):
 
 
 def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
-    """Queue the kernel of an ``elementwise`` or ``transpose`` plan on a stream.
+    """Queue the kernel of an ``elementwise``, ``fill`` or ``transpose`` plan on a stream.
 
     Parameters
     ----------
@@ -339,13 +369,16 @@ def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
     src = int(src_ptr + plan.src_offset)
     stream = _stream(stream_handle)
     max_blocks = _multiprocessors(device_id) * BLOCKS_PER_SM
-    if plan.method == ELEMENTWISE:
+    if plan.method in (ELEMENTWISE, FILL):
         count = plan.volume
         blocks = max(1, min(max_blocks, -(-count // (THREADS * UNROLL))))
+        kernel = elementwise_kernel(plan.ndim, plan.src_unit, plan.unit if plan.src_unit else 0)
+        src_prototype = UNIT_PROTOTYPES[plan.src_unit or plan.unit]
         with _quiet(blocks):
-            elementwise_kernel(plan.ndim)[blocks, THREADS, stream](
-                dst, src, plan.shape, plan.dst_strides, plan.src_strides, count, prototype
-            )
+            kernel[blocks, THREADS, stream](
+                dst, src, plan.shape, plan.dst_strides, plan.src_strides, count, prototype,
+                src_prototype,
+            )  # fmt: skip
         return
     if plan.method == TRANSPOSE:
         arguments = _transpose_arguments(plan, dst, src)

@@ -31,6 +31,7 @@ MEMCPY = "memcpy"  #: one contiguous run of ``nbytes`` bytes on both sides
 COPY2D = "copy2d"  #: rows of contiguous bytes at a fixed pitch on both sides (driver 2-d copy)
 ELEMENTWISE = "elementwise"  #: one unit per index, fastest destination axis innermost
 TRANSPOSE = "transpose"  #: tiles through fast memory: the two sides' fastest axes differ
+FILL = "fill"  #: elementwise; each source unit repeats to fill a wider destination unit
 STAGE_DEVICE = "stage_device"  #: host side contiguous: move it whole, rearrange on the device
 STAGE_HOST = "stage_host"  #: host side strided: pack/unpack it on the host, then transfer
 
@@ -48,7 +49,7 @@ class CopyPlan:
     ----------
     method : str
         One of ``"none"``, ``"memcpy"``, ``"copy2d"``, ``"elementwise"``, ``"transpose"``,
-        ``"stage_device"``, ``"stage_host"``.
+        ``"fill"``, ``"stage_device"``, ``"stage_host"``.
     shape : tuple of int
         Coalesced extents in destination order (fastest destination axis last).
     dst_strides, src_strides : tuple of int
@@ -67,6 +68,10 @@ class CopyPlan:
         destination. Empty otherwise.
     tile : int
         For ``"transpose"``: the tile edge in units; 0 otherwise.
+    src_unit : int
+        For ``"fill"`` (a device copy whose source does not move along the destination's
+        innermost axis): the source unit's size; each destination unit of ``unit`` bytes
+        is that source unit repeated. 0 otherwise.
 
     Examples
     --------
@@ -87,6 +92,7 @@ class CopyPlan:
     row_axes: tuple = ()
     col_axes: tuple = ()
     tile: int = 0
+    src_unit: int = 0
 
     @property
     def ndim(self):
@@ -251,6 +257,15 @@ def _fits_copy2d(shape, dst_strides, src_strides, unit):
     )
 
 
+def _fill_unit(shape, dst_strides, dst_address, unit):
+    """Widest destination unit made of repeated ``unit``-byte source units (alignment)."""
+    wide = MAX_UNIT
+    values = [shape[-1] * unit, dst_address, *dst_strides[:-1]]
+    while wide > unit and any(v % wide for v in values):
+        wide //= 2
+    return wide
+
+
 def _tile_groups(shape, dst_strides, src_strides, fastest, tile):
     """Axes of a transpose tile's rows (source order) and columns (destination order).
 
@@ -373,4 +388,17 @@ def _plan(
             tile = TRANSPOSE_TILE[unit]
             rows, cols = _tile_groups(c_shape, c_dst, c_src, fastest, tile)
             return make(TRANSPOSE, rows, cols, tile)
+    if dst_on_device and c_shape and c_src[-1] == 0 and c_dst[-1] == unit:
+        wide = _fill_unit(c_shape, c_dst, dst_ptr + dst_off, unit)
+        if wide > unit:
+            return CopyPlan(
+                FILL,
+                c_shape[:-1] + (c_shape[-1] * unit // wide,),
+                c_dst[:-1] + (wide,),
+                c_src,
+                dst_off,
+                src_off,
+                wide,
+                src_unit=unit,
+            )
     return make(ELEMENTWISE)
