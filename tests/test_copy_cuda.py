@@ -112,6 +112,7 @@ LAYOUTS = {
     "transpose": lambda a: a.T,
     "reverse-step": lambda a: a[::-1, ::2],
     "broadcast-row": lambda a: np.broadcast_to(a[3], (70, a.shape[1])),
+    "broadcast-column": lambda a: np.broadcast_to(a[:, 3:4], (a.shape[0], 40)),
     "contiguous": lambda a: a,
     "3d-permute": lambda a: a[:6, :44].reshape(6, 11, 4, 1).transpose(2, 0, 3, 1),
     "0-d": lambda a: a[5, 7, ...],
@@ -171,7 +172,7 @@ import sys
 sys.path[:0] = {paths!r}
 from test_copy_cuda import LAYOUTS, _named, check_case
 for itemsize in (1, 2, 4, 8, 16, 3):
-    for layout in ("transpose", "reverse-step", "broadcast-row", "3d-permute"):
+    for layout in ("transpose", "reverse-step", "broadcast-row", "broadcast-column", "3d-permute"):
         for dst_kind, src_kind in (("device", "device"), ("host", "device"), ("device", "host")):
             check_case(_named(itemsize, LAYOUTS[layout], (37, 45)), dst_kind, src_kind)
 print("sanitized copies ok")
