@@ -171,6 +171,11 @@ def gpu_cases(cp, quick):
     add("odd slice f32 [1:-1, 3:-2]", f32[1:-1, 3:-2])
     add("broadcast row f32", cp.broadcast_to(f32[0], (n, n)), fill=True)
     add("broadcast column f32", cp.broadcast_to(f32[:, :1], (n, n)), fill=True)
+    add(
+        "broadcast scalar u8",
+        cp.broadcast_to((f32[:1, :1] * 255).astype(cp.uint8), (n, n)),
+        fill=True,
+    )
     return cases
 
 
