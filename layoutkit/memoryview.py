@@ -129,6 +129,7 @@ def _layout_of_dlpack(shape, strides, itemsize):
         raise BufferError(f"DLPack tensor has an invalid shape {shape}")
     if strides is None:  # a legacy producer's NULL strides: C order
         return StridedLayout(shape, None, itemsize)
+    strides = _signed_strides(strides, itemsize)
     volume = 1
     low = high = 0
     for extent, stride in zip(shape, strides):  # noqa: B905 (both have ndim entries)
@@ -146,6 +147,23 @@ def _layout_of_dlpack(shape, strides, itemsize):
             f"DLPack tensor shape {shape}, strides {strides} spans more than int64 allows"
         )
     return StridedLayout._trusted(shape, strides, itemsize, -low)
+
+
+def _signed_strides(strides, itemsize):
+    """Undo a producer's unsigned division of a negative byte stride.
+
+    CuPy 14 exports the DLPack stride of a negative byte stride ``b`` as
+    ``(2**64 + b) // itemsize`` (an unsigned division), a value whose byte stride cannot
+    fit in int64. Such a stride is read back as the negative stride it encodes; any other
+    stride is kept, and the checks that follow reject what is still out of range.
+    """
+    if all(abs(s) * itemsize <= _INT64_MAX for s in strides) or 2**64 % itemsize:
+        return strides
+    wrap = 2**64 // itemsize
+    return tuple(
+        s - wrap if s * itemsize > _INT64_MAX and (wrap - s) * itemsize <= _INT64_MAX else s
+        for s in strides
+    )
 
 
 def _layout_of_tensor(tensor, _, itemsize):

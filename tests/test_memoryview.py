@@ -412,8 +412,12 @@ def test_cuda_array_interface_rules_without_a_gpu():
         StridedMemoryView.from_cuda_array_interface(FakeCAI(), None)
     with pytest.raises(BufferError, match="has a mask"):
         StridedMemoryView.from_cuda_array_interface(FakeCAI(mask=object()), -1)
-    with pytest.raises(BufferError, match="version 2"):
-        StridedMemoryView.from_cuda_array_interface(FakeCAI(version=2), -1)
+    with pytest.raises(BufferError, match="version 1; version 2 or newer"):
+        StridedMemoryView.from_cuda_array_interface(FakeCAI(version=1), -1)
+    # torch 2.11 still exports version 2, which has no 'stream' entry
+    legacy = FakeCAI(version=2)
+    del legacy.__cuda_array_interface__["stream"]
+    assert StridedMemoryView.from_cuda_array_interface(legacy, -1).shape == (4,)
     with pytest.raises(BufferError, match="'stream'\\] is 0"):
         StridedMemoryView.from_cuda_array_interface(FakeCAI(stream=0), -1)
     with pytest.raises(BufferError, match="null data pointer"):
@@ -602,3 +606,13 @@ def test_array_interface_views_take_any_plain_dtype():
         view.__dlpack__(max_version=(1, 0))
     with pytest.raises(TypeError, match="holds Python objects"):
         StridedMemoryView.from_array_interface(np.array([None, 1], dtype=object))
+
+
+def test_dlpack_strides_divided_as_unsigned_are_read_back_signed():
+    """CuPy 14 exports byte stride -12 of a float32 array as (2**64 - 12) // 4."""
+    from layoutkit.memoryview import _layout_of_dlpack
+
+    layout = _layout_of_dlpack((6, 3), (2**62 - 3, 1), 4)
+    assert layout.strides == (-3, 1) and layout.slice_offset == 15
+    with pytest.raises(OverflowError, match="does not fit in int64 bytes"):
+        _layout_of_dlpack((2,), (2**62 - 3,), 3)  # 2**64 is no multiple of 3: no repair

@@ -1,6 +1,6 @@
 """``__cuda_array_interface__`` (v3): import with its stream rules, and export.
 
-Import (:func:`read_cuda_array_interface`): version 3 or newer, no mask, and a consumer
+Import (:func:`read_cuda_array_interface`): version 2 or newer, no mask, and a consumer
 stream must be named (``stream_ptr=None`` is ambiguous: ``BufferError``). When the
 producer names a stream that differs from the consumer's and ``stream_ptr`` is not
 ``-1``, the consumer stream waits for the producer's pending work (an event recorded
@@ -76,7 +76,8 @@ def read_cuda_array_interface(obj, stream_ptr):
     TypeError
         When ``obj`` has no ``__cuda_array_interface__`` or ``stream_ptr`` is not an int.
     BufferError
-        For ``stream_ptr=None``, a version below 3, a mask, or a malformed entry.
+        For ``stream_ptr=None``, a version below 2, a mask, or a malformed entry. Version
+        2 (torch still exports it) has no ``stream`` entry, so nothing is ordered.
     """
     try:
         interface = obj.__cuda_array_interface__
@@ -88,7 +89,8 @@ def read_cuda_array_interface(obj, stream_ptr):
             "stream_ptr=None is ambiguous for __cuda_array_interface__: pass the consumer "
             "stream's handle, or -1 for no synchronization"
         )
-    check_interface(interface, "__cuda_array_interface__", obj)
+    # version 2 (no 'stream' entry: nothing to order) is still what torch 2.11 exports
+    check_interface(interface, "__cuda_array_interface__", obj, min_version=2)
     data = interface.get("data")
     try:
         ptr, readonly = data

@@ -80,22 +80,23 @@ class InterfaceInfo(NamedTuple):
     keeper: object  # keeps the memory alive; an ndarray only when it is exactly the tensor
 
 
-def check_interface(interface, name, obj):
+def check_interface(interface, name, obj, min_version=3):
     """Validate the parts of an array interface dict common to the host and CUDA versions.
 
     Raises
     ------
     BufferError
-        For a version below 3, a ``mask``, or a missing key.
+        For a version below ``min_version``, a ``mask``, or a missing key.
     TypeError
         When the interface is not a dict.
     """
     if not isinstance(interface, dict):
         raise TypeError(f"{type(obj).__name__}.{name} is {type(interface).__name__}, not a dict")
     version = interface.get("version", 0)
-    if not isinstance(version, int) or version < 3:
+    if not isinstance(version, int) or version < min_version:
         raise BufferError(
-            f"{type(obj).__name__}.{name} has version {version!r}; version 3 or newer is needed"
+            f"{type(obj).__name__}.{name} has version {version!r}; version {min_version} or "
+            "newer is needed"
         )
     if interface.get("mask") is not None:
         raise BufferError(
