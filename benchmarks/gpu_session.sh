@@ -34,6 +34,11 @@ echo "pytest exit: $?" >> "$out/cuda_tests.log"
     done
 } > "$out/benchmarks.txt" 2>&1
 
+if ! python3 -c "import nbclient, nbformat, ipykernel" 2>/dev/null && [ -d .whl-nb ]; then
+    # the GPU image has no Jupyter: carried wheels (pip download nbclient nbformat ipykernel)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --target /tmp/nbsite .whl-nb/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite"
+fi
 if python3 -c "import nbclient, nbformat, ipykernel" 2>/dev/null; then
     timeout 120 python3 notebooks/execute.py > "$out/notebooks.log" 2>&1
     echo "exit: $?" >> "$out/notebooks.log"
