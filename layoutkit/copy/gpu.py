@@ -9,8 +9,9 @@
 * ``transpose``: for plans whose two sides have different fastest axes. A tile of
   ``tile x tile`` units goes through shared memory (rows padded by one unit against bank
   conflicts); reads are coalesced along the source's fastest axis and writes along the
-  destination's. Blocks loop over tiles (grid-stride), each tile also indexed by the
-  remaining "batch" axes.
+  destination's; axes smaller than a tile are folded into its rows or columns (see
+  :func:`layoutkit.copy.plan.plan_copy`). Blocks loop over tiles (grid-stride), each
+  tile also indexed by the remaining "batch" axes.
 
 Kernels take raw addresses as ``int64`` and strides in bytes; they are specialised by
 argument types (number of axes, unit size). Under the CUDA simulator
