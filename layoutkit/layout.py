@@ -36,6 +36,14 @@ def _kernels():
 
 
 _K = None
+_INFO_ORDER = 5  # _kernels.INFO_ORDER: where analyze() writes the stride order
+# derived properties and their slots: empty until the first lookup analyses the layout
+_DERIVED = frozenset({
+    "volume", "offset_bounds", "min_offset", "max_offset", "is_contiguous_c",
+    "is_contiguous_f", "is_contiguous_any", "is_dense", "stride_order",
+    "_volume", "_min_offset", "_max_offset", "_bounds", "_is_c", "_is_f", "_is_any",
+    "_is_dense", "_is_unique", "_mask", "_order",
+})
 _DENSE_MEMO = {}  # (id(shape), itemsize, order) -> (shape, layout): repeated dense() calls
 
 
@@ -174,7 +182,9 @@ class StridedLayout:
     (24,)
     """
 
-    __slots__ = ("_shape", "_strides", "_itemsize", "_offset", "_info", "_packed", "_memo",
+    __slots__ = ("_shape", "_strides", "_itemsize", "_offset", "_packed", "_memo",
+                 "_volume", "_min_offset", "_max_offset", "_bounds", "_is_c", "_is_f", "_is_any",
+                 "_is_dense", "_is_unique", "_mask", "_order",
                  "__weakref__")
 
     def __init__(self, shape, strides, itemsize, divide_strides=False):
@@ -214,7 +224,6 @@ class StridedLayout:
         self._strides = strides
         self._itemsize = itemsize
         self._offset = offset
-        self._info = None
         self._packed = None
         self._memo = None
 
@@ -240,18 +249,24 @@ class StridedLayout:
         return packed
 
     def _analyze(self, what="layout"):
-        info = self._info
-        if info is None:
-            k = _kernels()
-            ndim = len(self._shape)
-            out = _out_buffer(k.INFO_ORDER + ndim)
-            status = _ANALYZE(self._lay(), ndim, self._itemsize, self._offset, out)
-            if status:
-                raise _overflow(status, what)
-            info = out.tolist()
-            info[5:] = [tuple(info[5:])]  # the stride order, as the tuple the property returns
-            self._info = info
-        return info
+        """Compute every derived property into its slot; OverflowError if a number won't fit."""
+        ndim = len(self._shape)
+        out = _out_buffer(_INFO_ORDER + ndim)
+        status = _ANALYZE(self._lay(), ndim, self._itemsize, self._offset, out)
+        if status:
+            raise _overflow(status, what)
+        volume, low, high, flags, mask, *order = out.tolist()
+        self._volume = volume
+        self._min_offset = low
+        self._max_offset = high
+        self._bounds = (low, high)
+        self._is_c = bool(flags & 1)
+        self._is_f = bool(flags & 2)
+        self._is_any = bool(flags & 4)
+        self._is_dense = bool(flags & 4) and self._offset == 0
+        self._is_unique = True if flags & 8 else None  # None: settled exactly on first use
+        self._mask = mask & 0xFFFF_FFFF_FFFF_FFFF  # the kernel's int64 read as uint64 (bit 63)
+        self._order = tuple(order)
 
     def _memo_get(self, name, arg):
         memo = self._memo
@@ -401,69 +416,61 @@ class StridedLayout:
         return self._offset * self._itemsize
 
     # ---------------------------------------------------------------- derived properties
-    @property
-    def volume(self):
-        """Number of elements (the product of the extents; 1 for 0-d)."""
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return info[0]
+    # Read straight from slots that _analyze() fills (C-level attrgetter, no Python frame).
+    # Until then the slots are empty: the AttributeError sends the lookup to __getattr__,
+    # which analyses the layout once and retries.
+    volume = property(
+        operator.attrgetter("_volume"),
+        doc="Number of elements (the product of the extents; 1 for 0-d).",
+    )
+    offset_bounds = property(
+        operator.attrgetter("_bounds"),
+        doc="``(min_offset, max_offset)`` in elements, slice offset included; "
+        "``(0, -1)`` if empty.",
+    )
+    min_offset = property(
+        operator.attrgetter("_min_offset"),
+        doc="Smallest element offset of any index (see ``offset_bounds``).",
+    )
+    max_offset = property(
+        operator.attrgetter("_max_offset"),
+        doc="Largest element offset of any index (see ``offset_bounds``).",
+    )
+    is_contiguous_c = property(
+        operator.attrgetter("_is_c"),
+        doc="Whether the elements are contiguous in C order (extent-1 axes may have any "
+        "stride).",
+    )
+    is_contiguous_f = property(
+        operator.attrgetter("_is_f"),
+        doc="Whether the elements are contiguous in Fortran order.",
+    )
+    is_contiguous_any = property(
+        operator.attrgetter("_is_any"),
+        doc="Whether the elements are contiguous in some axis order (see ``stride_order``).",
+    )
+    is_dense = property(
+        operator.attrgetter("_is_dense"),
+        doc="Contiguous in some axis order, starting at offset 0.",
+    )
+    stride_order = property(
+        operator.attrgetter("_order"),
+        doc="""Axes from the slowest (largest ``abs(stride)``) to the fastest.
 
-    @property
-    def offset_bounds(self):
-        """``(min_offset, max_offset)`` in elements, slice offset included; ``(0, -1)`` if empty."""
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return info[1], info[2]
+        Ties are broken by larger extent first, then by lower axis index.
 
-    @property
-    def min_offset(self):
-        """Smallest element offset of any index (see ``offset_bounds``)."""
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return info[1]
+        Examples
+        --------
+        >>> StridedLayout.dense((2, 3, 4), 4, "F").stride_order
+        (2, 1, 0)
+        """,
+    )
 
-    @property
-    def max_offset(self):
-        """Largest element offset of any index (see ``offset_bounds``)."""
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return info[2]
-
-    @property
-    def is_contiguous_c(self):
-        """Whether the elements are contiguous in C order (extent-1 axes may have any stride)."""
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return bool(info[3] & 1)
-
-    @property
-    def is_contiguous_f(self):
-        """Whether the elements are contiguous in Fortran order."""
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return bool(info[3] & 2)
-
-    @property
-    def is_contiguous_any(self):
-        """Whether the elements are contiguous in some axis order (see ``stride_order``)."""
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return bool(info[3] & 4)
-
-    @property
-    def is_dense(self):
-        """Contiguous in some axis order, starting at offset 0."""
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return bool(info[3] & 4) and self._offset == 0
+    def __getattr__(self, name):
+        if name in _DERIVED:
+            self._analyze()
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"'StridedLayout' object has no attribute {name!r}")
 
     @property
     def is_unique(self):
@@ -482,40 +489,23 @@ class StridedLayout:
         >>> StridedLayout.dense((3,), 4).broadcast_to((2, 3)).is_unique
         False
         """
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        if info[3] & 8:
-            return True
-        volume = info[0]
-        if volume > _EXACT_UNIQUE_LIMIT:
-            return False
-        if not _has_zero_stride_axis(self._shape, self._strides):
-            import numpy as np
+        unique = self._is_unique
+        if unique is None:  # the nesting test said no: settle small layouts exactly
+            unique = False
+            volume = self._volume
+            if volume <= _EXACT_UNIQUE_LIMIT and not _has_zero_stride_axis(
+                self._shape, self._strides
+            ):
+                import numpy as np
 
-            unique = _OFFSETS_ARE_DISTINCT(
-                self._lay(), len(self._shape), self._offset, volume, np.empty(volume, np.int64)
-            )
-            if unique:
-                info[3] |= 8
-            return bool(unique)
-        return False
-
-    @property
-    def stride_order(self):
-        """Axes from the slowest (largest ``abs(stride)``) to the fastest.
-
-        Ties are broken by larger extent first, then by lower axis index.
-
-        Examples
-        --------
-        >>> StridedLayout.dense((2, 3, 4), 4, "F").stride_order
-        (2, 1, 0)
-        """
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return info[5]
+                unique = bool(
+                    _OFFSETS_ARE_DISTINCT(
+                        self._lay(), len(self._shape), self._offset, volume,
+                        np.empty(volume, np.int64),
+                    )
+                )
+            self._is_unique = unique
+        return unique
 
     def required_size_in_bytes(self):
         """Bytes an allocation needs to hold every element: ``(max_offset + 1) * itemsize``.
@@ -549,10 +539,7 @@ class StridedLayout:
         >>> bin(StridedLayout.dense((2, 3, 4), 4)[:, :2].flattened_axis_mask())
         '0b100'
         """
-        info = self._info
-        if info is None:
-            info = self._analyze()
-        return info[4] & 0xFFFF_FFFF_FFFF_FFFF  # the kernel's int64 read as uint64 (bit 63)
+        return self._mask
 
     # ---------------------------------------------------------------- transforms
     def permuted(self, axis_order):
