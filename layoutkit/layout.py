@@ -44,6 +44,7 @@ _DERIVED = frozenset({
     "_volume", "_min_offset", "_max_offset", "_bounds", "_is_c", "_is_f", "_is_any",
     "_is_dense", "_is_unique", "_mask", "_order",
 })
+_BYTE_STRIDES = frozenset({"strides_in_bytes", "_strides_in_bytes"})
 _DENSE_MEMO = {}  # (id(shape), itemsize, order) -> (shape, layout): repeated dense() calls
 
 
@@ -184,7 +185,7 @@ class StridedLayout:
 
     __slots__ = ("_shape", "_strides", "_itemsize", "_offset", "_packed", "_memo",
                  "_volume", "_min_offset", "_max_offset", "_bounds", "_is_c", "_is_f", "_is_any",
-                 "_is_dense", "_is_unique", "_mask", "_order",
+                 "_is_dense", "_is_unique", "_mask", "_order", "_strides_in_bytes",
                  "__weakref__")
 
     def __init__(self, shape, strides, itemsize, divide_strides=False):
@@ -404,11 +405,9 @@ class StridedLayout:
         """Element offset of index ``(0, ..., 0)`` (made non-zero by slicing or repacking)."""
         return self._offset
 
-    @property
-    def strides_in_bytes(self):
-        """Strides in bytes."""
-        size = self._itemsize
-        return tuple([s * size for s in self._strides])
+    strides_in_bytes = property(
+        operator.attrgetter("_strides_in_bytes"), doc="Strides in bytes (computed once)."
+    )
 
     @property
     def slice_offset_in_bytes(self):
@@ -467,6 +466,10 @@ class StridedLayout:
     )
 
     def __getattr__(self, name):
+        if name in _BYTE_STRIDES:
+            size = self._itemsize
+            self._strides_in_bytes = tuple([s * size for s in self._strides])
+            return object.__getattribute__(self, name)
         if name in _DERIVED:
             self._analyze()
             return object.__getattribute__(self, name)
