@@ -852,10 +852,12 @@ class StridedLayout:
         return self._memo_put("repacked", itemsize, result) if memoisable else result
 
     def max_compatible_itemsize(self, max_itemsize=16, data_ptr=0, axis=-1):
-        """Largest itemsize (a multiple of this one, at most ``max_itemsize``) for ``repacked``.
+        """Largest divisor of ``max_itemsize`` (a multiple of this itemsize) for ``repacked``.
 
         ``self.repacked(self.max_compatible_itemsize(m, p, a), p, a)`` always succeeds;
-        the result is ``itemsize`` itself when nothing larger fits.
+        the result is ``itemsize`` itself when nothing larger fits. As in the reference,
+        sizes that do not divide ``max_itemsize`` are not considered: ``dense((5, 6), 4)``
+        gives 8 for ``max_itemsize=16`` although ``repacked(12)`` would work.
 
         Examples
         --------
