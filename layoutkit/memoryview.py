@@ -36,8 +36,9 @@ import numpy as np
 from . import _dtypes
 from ._dtypes import as_dtype, dlpack_itemsize, from_dlpack_dtype, to_dlpack_dtype
 from .interop import dlpack as _dlpack
+from .interop._native import ndarray_data_pointer
 from .interop.cai import cuda_interface_dict, read_cuda_array_interface
-from .interop.host import interface_dict, ndarray_data_pointer, read_array_interface
+from .interop.host import interface_dict, read_array_interface
 from .layout import StridedLayout
 from .memory import Buffer
 
@@ -51,9 +52,11 @@ _ndarray = np.ndarray
 _INT64_MAX = 2**63 - 1
 _HOST = (-1, False, True, False)  # where host memory is: see StridedMemoryView._where
 _CPU_DEVICE = (_kDLCPU, 0)
-# type characters of the NumPy dtypes DLPack carries (what NumPy's own export accepts)
-_DLPACK_CHARS = frozenset(
-    char for char in np.typecodes["All"] if _dtypes.is_numpy_dlpack_dtype(np.dtype(char))
+# the native-byte-order NumPy dtypes DLPack carries (what NumPy's own export accepts)
+_NATIVE_DLPACK_DTYPES = frozenset(
+    dtype
+    for dtype in map(np.dtype, np.typecodes["All"])
+    if dtype.isnative and _dtypes.is_numpy_dlpack_dtype(dtype)
 )
 
 
@@ -81,39 +84,50 @@ def _shifted(layout):
     return StridedLayout._trusted(layout.shape, layout.strides, itemsize, layout.slice_offset - low)
 
 
-# Lazy layout builders: (shape, strides, itemsize) as each kind of import found them.
-# Layouts are immutable, so the NumPy and DLPack ones are shared between views of tensors
-# with the same metadata (a program tends to see the same few shapes again and again).
-_layout_cache = {}
+# Layouts are immutable, so those of imported NumPy and DLPack tensors are shared between
+# views of tensors with the same metadata (a program tends to see the same few shapes
+# again and again): one dict per kind of import, keyed by (shape, strides, itemsize).
 _LAYOUT_CACHE_LIMIT = 1024
+_NOT_WHOLE_ELEMENTS = object()  # an ndarray layout whose byte strides are no multiples
 
 
 def _cached(builder):
+    layouts = {}
+
     @functools.wraps(builder)
     def build(shape, strides, itemsize):
-        key = (builder, shape, strides, itemsize)
-        layout = _layout_cache.get(key)
+        key = (shape, strides, itemsize)
+        layout = layouts.get(key)
         if layout is None:
             layout = builder(shape, strides, itemsize)
-            if len(_layout_cache) >= _LAYOUT_CACHE_LIMIT:
-                _layout_cache.clear()
-            _layout_cache[key] = layout
+            if len(layouts) >= _LAYOUT_CACHE_LIMIT:
+                layouts.clear()
+            layouts[key] = layout
         return layout
 
+    build.cache = layouts
     return build
 
 
 @_cached
 def _layout_of_ndarray(shape, byte_strides, itemsize):
-    """NumPy's own (valid, int64-safe) values: no checks beyond the itemsize division."""
+    """NumPy's own (valid, int64-safe) values: no checks beyond the itemsize division.
+
+    Returns ``_NOT_WHOLE_ELEMENTS`` where a byte stride is not a multiple of the itemsize.
+    """
     strides = []
     low = 0
     for extent, byte_stride in zip(shape, byte_strides):  # noqa: B905 (same length)
-        stride = byte_stride // itemsize
+        stride, remainder = divmod(byte_stride, itemsize)
+        if remainder:
+            return _NOT_WHOLE_ELEMENTS
         strides.append(stride)
         if stride < 0:
             low += (extent - 1) * stride
     return StridedLayout._trusted(shape, tuple(strides), itemsize, -low)
+
+
+_ndarray_layouts = _layout_of_ndarray.cache
 
 
 @_cached
@@ -322,7 +336,7 @@ class StridedMemoryView:
         its errors are kept.
         """
         dtype = array.dtype
-        if dtype.char not in _DLPACK_CHARS or not dtype.isnative:
+        if dtype not in _NATIVE_DLPACK_DTYPES:
             if dlpack_dtypes_only:
                 try:  # ml_dtypes types: ours to carry (NumPy's export refuses them)
                     to_dlpack_dtype(dtype)
@@ -330,15 +344,18 @@ class StridedMemoryView:
                     return None
             elif dtype.hasobject:
                 return None
-        itemsize = dtype.itemsize
+        shape = array.shape
         strides = array.strides
-        for stride in strides:
-            if stride % itemsize:
-                return None
+        itemsize = dtype.itemsize
+        layout = _ndarray_layouts.get((shape, strides, itemsize))
+        if layout is None:
+            layout = _layout_of_ndarray(shape, strides, itemsize)
+        if layout is _NOT_WHOLE_ELEMENTS:
+            return None
         self = object.__new__(cls)
         self._ptr = None
-        self._layout = None
-        self._layout_args = (_layout_of_ndarray, array.shape, strides, itemsize)
+        self._layout = layout
+        self._layout_args = None
         self._dtype = dtype
         self._dl_dtype = None
         self._readonly = not array.flags.writeable
@@ -592,17 +609,17 @@ class StridedMemoryView:
     @property
     def shape(self):
         """Extents (``tuple`` of ``int``)."""
-        return self.layout.shape
+        return (self._layout or self.layout).shape
 
     @property
     def strides(self):
         """Strides in elements (``tuple`` of ``int``)."""
-        return self.layout.strides
+        return (self._layout or self.layout).strides
 
     @property
     def size(self):
         """Number of elements."""
-        return self.layout.volume
+        return (self._layout or self.layout).volume
 
     @property
     def dtype(self):

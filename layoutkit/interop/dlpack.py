@@ -26,6 +26,8 @@ import operator
 import struct
 import sys
 
+from ._native import MEMORY, CapsuleType, c_string_is, capsule_fields, set_capsule_name
+
 __all__ = [
     "DLPACK_VERSION",
     "ImportedTensor",
@@ -67,6 +69,8 @@ _NAME_USED_VERSIONED = ctypes.create_string_buffer(b"used_dltensor_versioned")
 _NAME_USED_LEGACY = ctypes.create_string_buffer(b"used_dltensor")
 _ADDR_NAME_VERSIONED = ctypes.addressof(_NAME_VERSIONED)
 _ADDR_NAME_LEGACY = ctypes.addressof(_NAME_LEGACY)
+_ADDR_USED_VERSIONED = ctypes.addressof(_NAME_USED_VERSIONED)
+_ADDR_USED_LEGACY = ctypes.addressof(_NAME_USED_LEGACY)
 
 
 def _capsule_api():
@@ -251,8 +255,15 @@ def _int64s(count):
 def _read_int64s(address, count):
     if count <= 0:
         return ()
-    reader = _int64s(count)
-    return reader.unpack(ctypes.string_at(address, reader.size))
+    return _int64s(count).unpack_from(MEMORY, address)
+
+
+def _capsule_name(name_address):
+    """What a capsule whose name is not a DLPack tensor's is: an error to raise."""
+    name = ctypes.string_at(name_address) if name_address else None
+    if name is not None and name.startswith(b"used_dltensor"):
+        return BufferError("the DLPack capsule was already consumed")
+    return BufferError(f"capsule named {name!r} is not a DLPack tensor capsule")
 
 
 def consume_capsule(capsule):
@@ -264,35 +275,23 @@ def consume_capsule(capsule):
         When the capsule was already consumed, is not a DLPack capsule, or carries a DLPack
         major version other than 1 (its deleter is still called).
     """
-    try:  # the common case first: one call where a name check would take two
-        address = _api.PyCapsule_GetPointer(capsule, _ADDR_NAME_VERSIONED)
-        name = b"dltensor_versioned"
-    except ValueError:
-        address = None
-        try:
-            name = _api.PyCapsule_GetName(capsule)
-        except ValueError:
-            raise BufferError(f"{type(capsule).__name__} object is not a DLPack capsule") from None
-    if address is not None:
-        fields = VERSIONED.unpack(ctypes.string_at(address, VERSIONED.size))
-        major, _, _, deleter, flags = fields[:5]
-        tensor_fields = fields[5:]
-        used_name = _NAME_USED_VERSIONED
-    elif name == b"dltensor":
-        address = _api.PyCapsule_GetPointer(capsule, _ADDR_NAME_LEGACY)
-        fields = LEGACY.unpack(ctypes.string_at(address, LEGACY.size))
-        major, deleter, flags = 1, fields[-1], 0
-        tensor_fields = fields[:-2]
-        used_name = _NAME_USED_LEGACY
-    elif name is not None and name.startswith(b"used_dltensor"):
-        raise BufferError("the DLPack capsule was already consumed")
+    if type(capsule) is not CapsuleType:
+        raise BufferError(f"{type(capsule).__name__} object is not a DLPack capsule")
+    address, name = capsule_fields(capsule)
+    if name and c_string_is(name, b"dltensor_versioned\0"):
+        major, _, _, deleter, flags, *tensor_fields = VERSIONED.unpack_from(MEMORY, address)
+        set_capsule_name(capsule, _ADDR_USED_VERSIONED)
+        versioned = True
+    elif name and c_string_is(name, b"dltensor\0"):
+        *tensor_fields, _, deleter = LEGACY.unpack_from(MEMORY, address)
+        set_capsule_name(capsule, _ADDR_USED_LEGACY)
+        major, flags, versioned = 1, 0, False
     else:
-        raise BufferError(f"capsule named {name!r} is not a DLPack tensor capsule")
-    _api.PyCapsule_SetName(capsule, ctypes.addressof(used_name))
+        raise _capsule_name(name)
     tensor = ImportedTensor()
     tensor._address = address
-    tensor._deleter = deleter or 0
-    tensor.versioned = used_name is _NAME_USED_VERSIONED
+    tensor._deleter = deleter
+    tensor.versioned = versioned
     (
         tensor.data, device_type, device_id, tensor.ndim, code, bits, lanes,
         tensor._shape_ptr, tensor._strides_ptr, tensor.byte_offset,

@@ -16,7 +16,6 @@ Examples
 ((2, 2), (12, 8), dtype('float32'), False)
 """
 
-import ctypes
 from typing import NamedTuple
 
 import numpy as np
@@ -27,46 +26,8 @@ __all__ = [
     "InterfaceInfo",
     "check_interface",
     "interface_dict",
-    "ndarray_data_pointer",
     "read_array_interface",
 ]
-
-
-class _PyArrayInterface(ctypes.Structure):
-    """NumPy's C-level array interface struct (``__array_struct__``)."""
-
-    _fields_ = [
-        ("two", ctypes.c_int),
-        ("nd", ctypes.c_int),
-        ("typekind", ctypes.c_char),
-        ("itemsize", ctypes.c_int),
-        ("flags", ctypes.c_int),
-        ("shape", ctypes.c_void_p),
-        ("strides", ctypes.c_void_p),
-        ("data", ctypes.c_void_p),
-        ("descr", ctypes.c_void_p),
-    ]
-
-
-_get_pointer = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle).PyCapsule_GetPointer
-_get_pointer.restype = ctypes.c_void_p
-_get_pointer.argtypes = [ctypes.py_object, ctypes.c_void_p]
-_DATA_OFFSET = _PyArrayInterface.data.offset
-_read_pointer = ctypes.c_void_p.from_address
-
-
-def ndarray_data_pointer(array):
-    """The data pointer of a NumPy array, through ``__array_struct__`` (twice as fast as
-    ``__array_interface__``, which builds a dict).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> a = np.zeros(4)
-    >>> ndarray_data_pointer(a[1:]) == a.__array_interface__["data"][0] + 8
-    True
-    """
-    return _read_pointer(_get_pointer(array.__array_struct__, None) + _DATA_OFFSET).value or 0
 
 
 class InterfaceInfo(NamedTuple):
