@@ -120,7 +120,7 @@ def _ml_dtypes_tables():
     return from_dl, {dtype: key for key, dtype in from_dl.items()}
 
 
-_NUMPY_TO_DL = {dtype: key for key, dtype in _NUMPY_FROM_DL.items()}
+_NUMPY_TO_DL = {dtype: (code, bits, 1, False) for (code, bits), dtype in _NUMPY_FROM_DL.items()}
 
 
 def as_dtype(dtype, argname="dtype"):
@@ -283,9 +283,9 @@ def to_dlpack_dtype(dtype):
     ...
     BufferError: dtype('>f4') has non-native byte order; DLPack needs native byte order
     """
-    key = _NUMPY_TO_DL.get(dtype)
-    if key is not None:
-        return key[0], key[1], 1, False
+    described = _NUMPY_TO_DL.get(dtype)
+    if described is not None:
+        return described
     key = _ml_dtypes_tables()[1].get(dtype)
     if key is not None:
         return key[0], key[1], 1, key[1] < 8

@@ -48,6 +48,9 @@ _kDLCPU = _dlpack.kDLCPU
 _kDLCUDA = _dlpack.kDLCUDA
 _kDLCUDAHost = _dlpack.kDLCUDAHost
 _kDLCUDAManaged = _dlpack.kDLCUDAManaged
+_FLAG_READ_ONLY = _dlpack.FLAG_READ_ONLY
+_FLAG_IS_SUBBYTE_TYPE_PADDED = _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED
+_export_capsule = _dlpack.export_capsule
 _ndarray = np.ndarray
 _INT64_MAX = 2**63 - 1
 _HOST = (-1, False, True, False)  # where host memory is: see StridedMemoryView._where
@@ -735,7 +738,9 @@ class StridedMemoryView:
         TypeError
             When ``max_version`` is not a ``(major, minor)`` tuple.
         """
-        self._check_open()
+        buffer = self._buffer
+        if buffer is not None and buffer.is_closed:
+            raise BufferError("the view's buffer is closed: there is no memory to export")
         if max_version is None:
             versioned = False
         elif type(max_version) is tuple and len(max_version) == 2:
@@ -744,7 +749,7 @@ class StridedMemoryView:
             raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
         if copy:
             raise BufferError("copy=True: a StridedMemoryView exports its memory without a copy")
-        device = self.__dlpack_device__()
+        device = self._dl_device or self.__dlpack_device__()
         if dl_device is not None and tuple(dl_device) != device:
             if tuple(dl_device) != _CPU_DEVICE or not self._location()[2]:
                 raise BufferError(
@@ -759,9 +764,11 @@ class StridedMemoryView:
                 return owner.__dlpack__(max_version=max_version)
             except BufferError:  # e.g. ml_dtypes types, which only our export carries
                 pass
-        dtype = self.dtype
+        dtype = self._dtype
         if dtype is None:
-            raise BufferError("the view has no dtype; DLPack export needs one")
+            dtype = self.dtype
+            if dtype is None:
+                raise BufferError("the view has no dtype; DLPack export needs one")
         code, bits, lanes, padded = to_dlpack_dtype(dtype)
         flags = 0
         if self._readonly:
@@ -770,17 +777,17 @@ class StridedMemoryView:
                     "a read-only view needs a versioned DLPack capsule (max_version >= (1, 0)); "
                     "the legacy protocol cannot mark data read-only"
                 )
-            flags = _dlpack.FLAG_READ_ONLY
+            flags = _FLAG_READ_ONLY
         if padded:
             if not versioned:
                 raise BufferError(f"{dtype} needs a versioned DLPack capsule")
-            flags |= _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED
-        layout = self.layout
-        ptr = 0 if 0 in layout.shape else self.ptr
-        return _dlpack.export_capsule(
-            self, ptr, layout.shape, layout.strides, (code, bits, lanes), device, flags,
-            versioned,
-        )  # fmt: skip
+            flags |= _FLAG_IS_SUBBYTE_TYPE_PADDED
+        layout = self._layout or self.layout
+        shape = layout.shape
+        ptr = 0 if 0 in shape else self._ptr or self.ptr
+        return _export_capsule(
+            self, ptr, shape, layout.strides, (code, bits, lanes), device, flags, versioned
+        )
 
     def _interface(self, make):
         layout = self.layout

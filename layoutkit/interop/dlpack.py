@@ -26,7 +26,14 @@ import operator
 import struct
 import sys
 
-from ._native import MEMORY, CapsuleType, c_string_is, capsule_fields, set_capsule_name
+from ._native import (
+    MEMORY,
+    WRITABLE_MEMORY,
+    CapsuleType,
+    c_string_is,
+    capsule_fields,
+    set_capsule_name,
+)
 
 __all__ = [
     "DLPACK_VERSION",
@@ -434,34 +441,43 @@ def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, v
         Build a ``dltensor_versioned`` capsule (DLPack 1.x) rather than a legacy one.
     """
     ndim = len(shape)
-    layout = _managed_struct(versioned, ndim)
-    address = _allocate(layout.size)
+    layout = _managed_structs.get((versioned, ndim)) or _managed_struct(versioned, ndim)
+    size = layout.size
+    address = _malloc(size)
+    if not address:
+        raise MemoryError(f"cannot allocate {size} bytes for a DLPack managed tensor")
     shape_address = strides_address = 0
     if ndim:
-        shape_address = address + layout.size - 16 * ndim
+        shape_address = address + size - 16 * ndim
         strides_address = shape_address + 8 * ndim
-    tensor = (
-        ptr, device[0], device[1], ndim, *dtype_triple,
-        shape_address, strides_address, 0,
-    )  # fmt: skip
     deleter, destructor = _FUNCTIONS[versioned]
+    device_type, device_id = device
+    code, bits, lanes = dtype_triple
     if versioned:
-        data = layout.pack(*DLPACK_VERSION, id(exporter), deleter, flags, *tensor, *shape, *strides)
+        layout.pack_into(
+            WRITABLE_MEMORY, address, *DLPACK_VERSION, id(exporter), deleter, flags,
+            ptr, device_type, device_id, ndim, code, bits, lanes, shape_address, strides_address,
+            0, *shape, *strides,
+        )  # fmt: skip
         name = _ADDR_NAME_VERSIONED
     else:
-        data = layout.pack(*tensor, id(exporter), deleter, *shape, *strides)
+        layout.pack_into(
+            WRITABLE_MEMORY, address, ptr, device_type, device_id, ndim, code, bits, lanes,
+            shape_address, strides_address, 0, id(exporter), deleter, *shape, *strides,
+        )  # fmt: skip
         name = _ADDR_NAME_LEGACY
-    _memmove(address, data, layout.size)
-    _api.Py_IncRef(exporter)  # manager_ctx's reference, dropped by the deleter
+    _incref(exporter)  # manager_ctx's reference, dropped by the deleter
     try:
-        return _api.PyCapsule_New(address, name, destructor)
+        return _new_capsule(address, name, destructor)
     except BaseException:
         _DELETER_TYPE(deleter)(address)
         raise
 
 
 _managed_structs = {}
-_memmove = ctypes.memmove
+_malloc = _api.PyMem_Malloc
+_incref = _api.Py_IncRef
+_new_capsule = _api.PyCapsule_New
 
 
 def _managed_struct(versioned, ndim):
