@@ -51,6 +51,7 @@ _kDLCUDAManaged = _dlpack.kDLCUDAManaged
 _FLAG_READ_ONLY = _dlpack.FLAG_READ_ONLY
 _FLAG_IS_SUBBYTE_TYPE_PADDED = _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED
 _export_capsule = _dlpack.export_capsule
+_import_dlpack = _dlpack.import_dlpack
 _ndarray = np.ndarray
 _INT64_MAX = 2**63 - 1
 _HOST = (-1, False, True, False)  # where host memory is: see StridedMemoryView._where
@@ -166,6 +167,9 @@ def _layout_of_dlpack(shape, strides, itemsize):
     return StridedLayout._trusted(shape, strides, itemsize, -low)
 
 
+_dlpack_layouts = _layout_of_dlpack.cache
+
+
 def _signed_strides(strides, itemsize):
     """Undo a producer's unsigned division of a negative byte stride.
 
@@ -181,11 +185,6 @@ def _signed_strides(strides, itemsize):
         s - wrap if s * itemsize > _INT64_MAX and (wrap - s) * itemsize <= _INT64_MAX else s
         for s in strides
     )
-
-
-def _layout_of_tensor(tensor, _, itemsize):
-    """An imported DLPack tensor's layout, its shape and strides read only now."""
-    return _layout_of_dlpack(tensor.shape, tensor.strides, itemsize)
 
 
 def _layout_of_interface(shape, byte_strides, itemsize):
@@ -326,8 +325,44 @@ class StridedMemoryView:
                 f"{type(obj).__name__} object does not support DLPack (needs __dlpack__ and "
                 "__dlpack_device__)"
             )
-        tensor = _dlpack.import_dlpack(obj, stream_ptr)
-        return cls._from_imported_tensor(tensor, obj)
+        tensor = _import_dlpack(obj, stream_ptr)
+        device_type, device_id = device = tensor.device
+        if device_type == _kDLCPU:
+            where = _HOST
+        elif device_type == _kDLCUDA:
+            where = (device_id, True, False, False)
+        elif device_type in (_kDLCUDAHost, _kDLCUDAManaged):
+            where = (device_id, True, True, device_type == _kDLCUDAManaged)
+        else:
+            tensor.release()
+            name = _dlpack.DEVICE_TYPE_NAMES.get(device_type, "unknown")
+            raise BufferError(f"DLPack device type {device_type} ({name}) is not supported")
+        code, bits, lanes = tensor.dtype_triple
+        padded = tensor.padded
+        if lanes == 1 and bits > 0 and not bits & 7:  # whole bytes, as dlpack_itemsize says
+            itemsize = bits >> 3
+        else:
+            itemsize = dlpack_itemsize(code, bits, lanes, padded)
+        ptr = tensor.ptr
+        shape = tensor.shape
+        if ptr == 0:
+            _check_null(shape, f"{type(obj).__name__} DLPack tensor")
+        strides = tensor.strides
+        self = object.__new__(cls)
+        self._ptr = ptr
+        self._layout = layout = _dlpack_layouts.get((shape, strides, itemsize))
+        self._layout_args = (
+            (_layout_of_dlpack, shape, strides, itemsize) if layout is None else None
+        )
+        self._dtype = None
+        self._dl_dtype = (code, bits, lanes, padded)
+        self._readonly = tensor.readonly
+        self._where = where
+        self._dl_device = device
+        self._exporting_obj = obj
+        self._owner = tensor
+        self._buffer = None
+        return self
 
     @classmethod
     def _from_ndarray(cls, array, dlpack_dtypes_only):
@@ -366,30 +401,6 @@ class StridedMemoryView:
         self._dl_device = _CPU_DEVICE
         self._exporting_obj = self._owner = array
         self._buffer = None
-        return self
-
-    @classmethod
-    def _from_imported_tensor(cls, tensor, obj):
-        device_type, device_id = tensor.device
-        code, bits, lanes = tensor.dtype_triple
-        itemsize = dlpack_itemsize(code, bits, lanes, tensor.padded)
-        if device_type == _kDLCPU:
-            where = _HOST
-        elif device_type == _kDLCUDA:
-            where = (device_id, True, False, False)
-        elif device_type in (_kDLCUDAHost, _kDLCUDAManaged):
-            where = (device_id, True, True, device_type == _kDLCUDAManaged)
-        else:
-            tensor.release()
-            name = _dlpack.DEVICE_TYPE_NAMES.get(device_type, "unknown")
-            raise BufferError(f"DLPack device type {device_type} ({name}) is not supported")
-        ptr = tensor.ptr
-        if ptr == 0:
-            _check_null(tensor.shape, f"{type(obj).__name__} DLPack tensor")
-        layout_args = (_layout_of_tensor, tensor, None, itemsize)
-        self = cls._new(ptr, tensor.readonly, obj, tensor, where, layout_args)
-        self._dl_dtype = (code, bits, lanes, tensor.padded)
-        self._dl_device = (device_type, device_id)
         return self
 
     @classmethod

@@ -136,4 +136,3 @@ else:  # pragma: no cover - another interpreter build: the C API, slower
     ndarray_data_pointer = _array_data_interface
     capsule_fields = _capsule_calls
     set_capsule_name = _set_name_call
-

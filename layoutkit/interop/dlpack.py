@@ -145,7 +145,7 @@ def producer_stream(device_type, stream_ptr):
     >>> producer_stream(2, 0)  # the legacy default stream, as DLPack numbers it
     1
     """
-    stream = _int_stream(stream_ptr)
+    stream = stream_ptr if type(stream_ptr) is int else _int_stream(stream_ptr)
     if device_type == kDLCPU:
         if stream is None:
             raise BufferError(
@@ -185,42 +185,15 @@ def import_dlpack(obj, stream_ptr):
 class ImportedTensor:
     """A consumed DLPack managed tensor; calls the producer's deleter exactly once.
 
-    The fields are read when the capsule is consumed; ``shape`` and ``strides`` are read
-    from the producer's arrays on first use (the tensor stays alive until release).
-    ``strides`` is ``None`` where a legacy producer gave NULL (C order).
+    All fields, shape and strides included, are read when the capsule is consumed.
+    ``strides`` is ``None`` where a legacy producer gave NULL (C order); ``ptr`` is
+    ``data + byte_offset`` (DECISIONS 13).
     """
 
     __slots__ = (
-        "_address", "_deleter", "data", "byte_offset", "device", "ndim", "dtype_triple",
-        "flags", "versioned", "_shape_ptr", "_strides_ptr", "__weakref__",
+        "_address", "_deleter", "data", "byte_offset", "ptr", "device", "ndim", "dtype_triple",
+        "flags", "readonly", "padded", "versioned", "shape", "strides", "__weakref__",
     )  # fmt: skip
-
-    @property
-    def readonly(self):
-        """Whether the producer marked the tensor read-only (versioned capsules only)."""
-        return bool(self.flags & FLAG_READ_ONLY)
-
-    @property
-    def padded(self):
-        """Whether sub-byte elements take one byte each (``IS_SUBBYTE_TYPE_PADDED``)."""
-        return bool(self.flags & FLAG_IS_SUBBYTE_TYPE_PADDED)
-
-    @property
-    def ptr(self):
-        """Address of the first element: ``data + byte_offset`` (DECISIONS 13)."""
-        return (self.data or 0) + self.byte_offset
-
-    @property
-    def shape(self):
-        """The tensor's extents, a tuple of ints."""
-        return _read_int64s(self._shape_ptr, self.ndim)
-
-    @property
-    def strides(self):
-        """The tensor's strides in elements, or ``None`` for a legacy NULL (C order)."""
-        if not self._strides_ptr:
-            return None if self.ndim else ()
-        return _read_int64s(self._strides_ptr, self.ndim)
 
     def release(self):
         """Call the producer's deleter now (once; later calls do nothing)."""
@@ -259,12 +232,6 @@ def _int64s(count):
     return packer
 
 
-def _read_int64s(address, count):
-    if count <= 0:
-        return ()
-    return _int64s(count).unpack_from(MEMORY, address)
-
-
 def _capsule_name(name_address):
     """What a capsule whose name is not a DLPack tensor's is: an error to raise."""
     name = ctypes.string_at(name_address) if name_address else None
@@ -298,17 +265,26 @@ def consume_capsule(capsule):
     tensor = ImportedTensor()
     tensor._address = address
     tensor._deleter = deleter
-    tensor.versioned = versioned
-    (
-        tensor.data, device_type, device_id, tensor.ndim, code, bits, lanes,
-        tensor._shape_ptr, tensor._strides_ptr, tensor.byte_offset,
-    ) = tensor_fields  # fmt: skip
-    tensor.device = (device_type, device_id)
-    tensor.dtype_triple = (code, bits, lanes)
-    tensor.flags = flags
     if major != 1:
         tensor.release()
         raise BufferError(f"DLPack major version {major} is not supported (only 1.x)")
+    data, device_type, device_id, ndim, code, bits, lanes, shape, strides, offset = tensor_fields
+    tensor.versioned = versioned
+    tensor.data = data
+    tensor.byte_offset = offset
+    tensor.ptr = data + offset
+    tensor.device = (device_type, device_id)
+    tensor.ndim = ndim
+    tensor.dtype_triple = (code, bits, lanes)
+    tensor.flags = flags
+    tensor.readonly = bool(flags & FLAG_READ_ONLY)
+    tensor.padded = bool(flags & FLAG_IS_SUBBYTE_TYPE_PADDED)
+    if ndim > 0:
+        reader = _int64_structs.get(ndim) or _int64s(ndim)
+        tensor.shape = reader.unpack_from(MEMORY, shape)
+        tensor.strides = reader.unpack_from(MEMORY, strides) if strides else None
+    else:
+        tensor.shape = tensor.strides = ()
     return tensor
 
 
