@@ -192,6 +192,45 @@ def _layout_of_interface(shape, byte_strides, itemsize):
     return _shifted(StridedLayout(shape, byte_strides, itemsize, divide_strides=True))
 
 
+def _view_of_ndarray(cls, array, dlpack_dtypes_only):
+    """A ``cls`` view of a NumPy array, read directly, as its DLPack export or array interface
+    would describe it. The data pointer is read on first use.
+
+    Returns None where the protocol's own path has to decide (for DLPack, dtypes it
+    cannot carry; object dtypes; strides that are not multiples of the itemsize), so
+    its errors are kept.
+    """
+    dtype = array.dtype
+    if dtype not in _NATIVE_DLPACK_DTYPES:
+        if dlpack_dtypes_only:
+            try:  # ml_dtypes types: ours to carry (NumPy's export refuses them)
+                to_dlpack_dtype(dtype)
+            except BufferError:
+                return None
+        elif dtype.hasobject:
+            return None
+    shape = array.shape
+    strides = array.strides
+    itemsize = dtype.itemsize
+    layout = _ndarray_layouts.get((shape, strides, itemsize))
+    if layout is None:
+        layout = _layout_of_ndarray(shape, strides, itemsize)
+    if layout is _NOT_WHOLE_ELEMENTS:
+        return None
+    self = object.__new__(cls)
+    self._ptr = None
+    self._layout = layout
+    self._layout_args = None
+    self._dtype = dtype
+    self._dl_dtype = None
+    self._readonly = not array.flags.writeable
+    self._where = _HOST
+    self._dl_device = _CPU_DEVICE
+    self._exporting_obj = self._owner = array
+    self._buffer = None
+    return self
+
+
 class StridedMemoryView:
     """A strided tensor in memory: pointer, layout, dtype, device, read-only flag.
 
@@ -317,7 +356,7 @@ class StridedMemoryView:
         BufferError: stream_ptr=None is ambiguous for a CPU tensor: pass -1 for no synchronization
         """
         if type(obj) is _ndarray and (stream_ptr == -1 or stream_ptr == 0):
-            view = cls._from_ndarray(obj, True)
+            view = _view_of_ndarray(cls, obj, True)
             if view is not None:
                 return view
         elif not _is_dlpack(obj):
@@ -361,45 +400,6 @@ class StridedMemoryView:
         self._dl_device = device
         self._exporting_obj = obj
         self._owner = tensor
-        self._buffer = None
-        return self
-
-    @classmethod
-    def _from_ndarray(cls, array, dlpack_dtypes_only):
-        """Fast path: read a NumPy array directly, as its DLPack export or array interface
-        would describe it. The data pointer is read on first use.
-
-        Returns None where the protocol's own path has to decide (for DLPack, dtypes it
-        cannot carry; object dtypes; strides that are not multiples of the itemsize), so
-        its errors are kept.
-        """
-        dtype = array.dtype
-        if dtype not in _NATIVE_DLPACK_DTYPES:
-            if dlpack_dtypes_only:
-                try:  # ml_dtypes types: ours to carry (NumPy's export refuses them)
-                    to_dlpack_dtype(dtype)
-                except BufferError:
-                    return None
-            elif dtype.hasobject:
-                return None
-        shape = array.shape
-        strides = array.strides
-        itemsize = dtype.itemsize
-        layout = _ndarray_layouts.get((shape, strides, itemsize))
-        if layout is None:
-            layout = _layout_of_ndarray(shape, strides, itemsize)
-        if layout is _NOT_WHOLE_ELEMENTS:
-            return None
-        self = object.__new__(cls)
-        self._ptr = None
-        self._layout = layout
-        self._layout_args = None
-        self._dtype = dtype
-        self._dl_dtype = None
-        self._readonly = not array.flags.writeable
-        self._where = _HOST
-        self._dl_device = _CPU_DEVICE
-        self._exporting_obj = self._owner = array
         self._buffer = None
         return self
 
@@ -454,7 +454,7 @@ class StridedMemoryView:
         True
         """
         if type(obj) is _ndarray:
-            view = cls._from_ndarray(obj, False)
+            view = _view_of_ndarray(cls, obj, False)
             if view is not None:
                 return view
         info = read_array_interface(obj)
@@ -477,7 +477,13 @@ class StridedMemoryView:
         TypeError
             When ``obj`` supports none of them.
         """
-        if type(obj) is _ndarray or _is_dlpack(obj):
+        if type(obj) is _ndarray:
+            if stream_ptr == -1 or stream_ptr == 0:  # from_dlpack's fast path, one call less
+                view = _view_of_ndarray(cls, obj, True)
+                if view is not None:
+                    return view
+            return cls.from_dlpack(obj, stream_ptr)
+        if _is_dlpack(obj):
             return cls.from_dlpack(obj, stream_ptr)
         if hasattr(obj, "__cuda_array_interface__"):
             return cls.from_cuda_array_interface(obj, stream_ptr)
