@@ -3,8 +3,9 @@
 Usage: ``python benchmarks/bench_views.py [--quick]``
 
 Each figure is the best of several timing runs, per call, in microseconds. "build" rows
-time the constructor alone (both libraries read the layout lazily); "build + read" rows
-also read ``ptr``, ``shape`` and ``strides``, which is what a consumer pays. GPU rows
+time the constructor alone (cuda.core builds the layout on first use; layoutkit takes it
+from a cache of recently seen layouts, or builds it on first use after a miss); "build +
+read" rows also read ``ptr``, ``shape`` and ``strides``, which is what a consumer pays. GPU rows
 (CuPy, torch) appear only where a GPU and those libraries are present. A figure is "-"
 where that library cannot do the operation here (e.g. cuda.core's
 ``from_array_interface`` needs a CUDA driver even for host arrays).

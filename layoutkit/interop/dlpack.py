@@ -246,8 +246,9 @@ def consume_capsule(capsule):
     Raises
     ------
     BufferError
-        When the capsule was already consumed, is not a DLPack capsule, or carries a DLPack
-        major version other than 1 (its deleter is still called).
+        When the capsule was already consumed, is not a DLPack capsule, carries a DLPack
+        major version other than 1, or has dimensions but no shape (the deleter is still
+        called for those last two).
     """
     if type(capsule) is not CapsuleType:
         raise BufferError(f"{type(capsule).__name__} object is not a DLPack capsule")
@@ -268,7 +269,9 @@ def consume_capsule(capsule):
     if major != 1:
         tensor.release()
         raise BufferError(f"DLPack major version {major} is not supported (only 1.x)")
-    data, device_type, device_id, ndim, code, bits, lanes, shape, strides, offset = tensor_fields
+    data, device_type, device_id, ndim, code, bits, lanes, shape_at, strides_at, offset = (
+        tensor_fields
+    )
     tensor.versioned = versioned
     tensor.data = data
     tensor.byte_offset = offset
@@ -280,9 +283,12 @@ def consume_capsule(capsule):
     tensor.readonly = bool(flags & FLAG_READ_ONLY)
     tensor.padded = bool(flags & FLAG_IS_SUBBYTE_TYPE_PADDED)
     if ndim > 0:
+        if not shape_at:
+            tensor.release()
+            raise BufferError(f"DLPack tensor has ndim {ndim} but a NULL shape")
         reader = _int64_structs.get(ndim) or _int64s(ndim)
-        tensor.shape = reader.unpack_from(MEMORY, shape)
-        tensor.strides = reader.unpack_from(MEMORY, strides) if strides else None
+        tensor.shape = reader.unpack_from(MEMORY, shape_at)
+        tensor.strides = reader.unpack_from(MEMORY, strides_at) if strides_at else None
     else:
         tensor.shape = tensor.strides = ()
     return tensor
