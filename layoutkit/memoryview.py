@@ -188,8 +188,28 @@ def _signed_strides(strides, itemsize):
 
 
 def _layout_of_interface(shape, byte_strides, itemsize):
-    """An array interface dict's values: fully validated, strides in bytes (None: C order)."""
-    return _shifted(StridedLayout(shape, byte_strides, itemsize, divide_strides=True))
+    """An array interface dict's values: fully validated, strides in bytes (None: C order).
+
+    Cached only where every value is an ``int``: a float or bool that equals one would
+    otherwise find the int's layout where the constructor refuses it.
+    """
+    types = set(map(type, shape))
+    if byte_strides is not None:
+        types.update(map(type, byte_strides))
+    if not types <= _INT_TYPE:
+        return _shifted(StridedLayout(shape, byte_strides, itemsize, divide_strides=True))
+    key = (shape, byte_strides, itemsize)
+    layout = _interface_layouts.get(key)
+    if layout is None:
+        layout = _shifted(StridedLayout(shape, byte_strides, itemsize, divide_strides=True))
+        if len(_interface_layouts) >= _LAYOUT_CACHE_LIMIT:
+            _interface_layouts.clear()
+        _interface_layouts[key] = layout
+    return layout
+
+
+_interface_layouts = {}
+_INT_TYPE = frozenset((int,))
 
 
 def _view_of_ndarray(cls, array, dlpack_dtypes_only):

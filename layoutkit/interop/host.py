@@ -77,7 +77,17 @@ def interface_dtype(interface):
             return as_dtype(descr, "descr")
         except (TypeError, ValueError):
             pass
-    return as_dtype(typestr, "typestr")
+    if type(typestr) is not str:
+        return as_dtype(typestr, "typestr")
+    dtype = _typestr_dtypes.get(typestr)
+    if dtype is None:
+        dtype = as_dtype(typestr, "typestr")
+        if len(_typestr_dtypes) < 256:
+            _typestr_dtypes[typestr] = dtype
+    return dtype
+
+
+_typestr_dtypes = {}  # a program sees few typestrs; np.dtype(typestr) is the slow part
 
 
 def _data_pointer(data, obj, name):
