@@ -69,6 +69,27 @@ def test_transpose_kernel_lowers(unit, row_ndim, col_ndim, batch_ndim):
     assert ".shared" in ptx
 
 
+@pytest.mark.parametrize(("unit", "vector"), [(1, 8), (2, 16), (2, 8)])
+@pytest.mark.parametrize(("row_ndim", "col_ndim", "batch_ndim"), [(1, 1, 1), (2, 2, 2)])
+@pytest.mark.parametrize("warps_a", [1, 4])
+def test_block_transpose_kernel_lowers(unit, vector, row_ndim, col_ndim, batch_ndim, warps_a):
+    signature = (
+        *[nt.int64] * 4,
+        *[int_tuple(row_ndim)] * 3,
+        *[int_tuple(col_ndim)] * 3,
+        *[int_tuple(batch_ndim)] * 3,
+        *[nt.int64] * 3,
+        UNIT_TYPES[vector],
+    )
+    kernel = gpu.block_transpose_kernel(unit, vector, 8, warps_a, row_ndim, col_ndim, batch_ndim)
+    ptx = ptx_of(kernel.py_func, signature)
+    k = vector // unit
+    assert ptx.count(f"ld.global.{ACCESS[vector]}") == k  # the block: k vector loads
+    assert ptx.count(f"st.global.{ACCESS[vector]}") == k  # and k vector stores
+    assert ".shared" not in ptx
+    assert ".local" not in ptx  # the block stays in registers
+
+
 def test_generated_sources_are_kept_for_reading():
     assert "load_unit" in gpu.elementwise_source(3)
     assert "cuda.shared.array((32, 33)" in gpu.transpose_source(4, 32, 1, 1, 1)

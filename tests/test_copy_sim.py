@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from layoutkit.copy.plan import (
+    BLOCK_VECTORS,
     ELEMENTWISE,
     FILL,
     TRANSPOSE,
@@ -59,6 +60,15 @@ def _named_cases():
             typed = np.frombuffer(rng.bytes(shape[0] * shape[1] * itemsize), dtype).reshape(shape)
             dst = np.zeros(shape[::-1], dtype)
             yield dst.view(np.uint8).reshape(-1), dst, typed.T
+        if itemsize in BLOCK_VECTORS:  # blocks of 8 x 8 units: the register-block kernel
+            for shape, axes in (((40, 72), (1, 0)), ((3, 16, 5, 8), (0, 2, 3, 1))):
+                typed = np.empty(shape, dtype)  # NumPy's allocation: 16-byte aligned
+                typed.view(np.uint8)[...] = np.frombuffer(
+                    rng.bytes(typed.nbytes), np.uint8
+                ).reshape(typed.view(np.uint8).shape)
+                src = typed.transpose(axes)
+                dst = np.zeros(src.shape, dtype)
+                yield dst.view(np.uint8).reshape(-1), dst, src
         for shape, axes in (((8, 8, 8, 8), (3, 2, 1, 0)), ((4,) * 6, (5, 3, 1, 4, 2, 0))):
             typed = np.frombuffer(rng.bytes(int(np.prod(shape)) * itemsize), dtype).reshape(shape)
             src = typed.transpose(axes)
@@ -91,7 +101,10 @@ def run_cases(n_random):
         np.copyto(np.ndarray(dst.shape, dst.dtype, expected, offset, dst.strides), src)
         launch_plan(plan, dst_ptr, src_ptr)
         assert dst_buffer.tobytes() == expected.tobytes(), (plan, dst.shape, src.strides)
-        for key in (f"{plan.method}-{plan.unit}", "grouped-transpose"):
+        keys = [f"{plan.method}-{plan.unit}", "grouped-transpose"]
+        if plan.vector:
+            keys.append(f"block-transpose-{plan.unit}")
+        for key in keys:
             if key == "grouped-transpose" and len(plan.row_axes) + len(plan.col_axes) <= 2:
                 continue
             counts[key] = counts.get(key, 0) + 1
@@ -107,6 +120,8 @@ def test_kernels_under_the_simulator():
     assert result.returncode == 0, result.stdout + result.stderr
     counts = eval(result.stdout.strip().splitlines()[-1])
     assert {"transpose-1", "transpose-4", "transpose-16", "elementwise-1"} <= set(counts)
+    assert counts["block-transpose-1"] >= 2
+    assert counts["block-transpose-2"] >= 2
     assert counts["grouped-transpose"] >= 7
     assert sum(n for key, n in counts.items() if key.startswith("fill")) >= 4
     assert sum(counts.values()) >= 40
