@@ -56,6 +56,7 @@ DEVICE_TYPE_NAMES = {
     16: "Hexagon", 17: "MAIA", 18: "Trn",
 }  # fmt: skip
 
+_MAX_NDIM = 64  # StridedLayout's limit; a larger ndim is not read from producer memory
 _LEGACY_DEFAULT_STREAM = 1  # DLPack's and CAI's name for the driver's stream handle 0
 
 FLAG_READ_ONLY = 1 << 0
@@ -247,8 +248,8 @@ def consume_capsule(capsule):
     ------
     BufferError
         When the capsule was already consumed, is not a DLPack capsule, carries a DLPack
-        major version other than 1, or has dimensions but no shape (the deleter is still
-        called for those last two).
+        major version other than 1, has more than 64 dimensions, or has dimensions but no
+        shape (the deleter is still called for those last three).
     """
     if type(capsule) is not CapsuleType:
         raise BufferError(f"{type(capsule).__name__} object is not a DLPack capsule")
@@ -286,6 +287,9 @@ def consume_capsule(capsule):
         if not shape_at:
             tensor.release()
             raise BufferError(f"DLPack tensor has ndim {ndim} but a NULL shape")
+        if ndim > _MAX_NDIM:
+            tensor.release()
+            raise BufferError(f"DLPack tensor has ndim {ndim}; at most {_MAX_NDIM} are supported")
         reader = _int64_structs.get(ndim) or _int64s(ndim)
         tensor.shape = reader.unpack_from(MEMORY, shape_at)
         tensor.strides = reader.unpack_from(MEMORY, strides_at) if strides_at else None
