@@ -450,6 +450,9 @@ def slice_axis(extent, start, stop, step, has_start, has_stop):
         elif t > upper:
             t = upper
     # (t - s - 1) // step + 1 cannot overflow, even for a step near the int64 limits
+    if step == 1 or step == -1:  # the common steps need no division
+        length = (t - s) * step
+        return s, length if length > 0 else 0
     if step > 0:
         length = (t - s - 1) // step + 1 if t > s else 0
     else:
@@ -463,6 +466,33 @@ ITEM_SLICE = 1  # a = start, b = stop, c = step; bit flags in the kind word say 
 ITEM_NEWAXIS = 2
 ITEM_HAS_START = 8
 ITEM_HAS_STOP = 16
+
+
+@njit(cache=True)
+def step_offset(offset, index, stride):
+    """``offset + index * stride`` with an overflow check: returns (status, offset)."""
+    if not mul_fits(index, stride) or not add_fits(offset, index * stride):
+        return OVERFLOW_OFFSET, offset
+    return OK, offset + index * stride
+
+
+@njit(cache=True)
+def slice_one(offset, extent, stride, start, stop, step, has_start, has_stop):
+    """Slice one axis: returns (status, offset, extent, stride) of the result.
+
+    ``offset`` grows by the start's offset when the slice is not empty. The status is
+    ``OVERFLOW_OFFSET`` when that or ``stride * step`` (for an extent above 1) overflows.
+    """
+    first, length = slice_axis(extent, start, stop, step, has_start, has_stop)
+    if length > 0:
+        status, offset = step_offset(offset, first, stride)
+        if status:
+            return status, offset, 0, 0
+    if mul_fits(stride, step):
+        return OK, offset, length, stride * step
+    if length > 1:
+        return OVERFLOW_OFFSET, offset, 0, 0
+    return OK, offset, length, stride  # the stride of an extent-1 axis is never used
 
 
 @njit(cache=True)
@@ -489,32 +519,18 @@ def apply_index(lay, n, offset, items, k, out, cap):
         ax += 1
         if base == ITEM_INT:
             idx = items[4 * i + 1]
-            if idx < 0:
-                idx += e
-            if not mul_fits(idx, s) or not add_fits(off, idx * s):
-                return OVERFLOW_OFFSET, 0, 0
-            off += idx * s
+            status, off = step_offset(off, idx + e if idx < 0 else idx, s)
+            if status:
+                return status, 0, 0
             continue
-        step = items[4 * i + 3]
-        start, length = slice_axis(
-            e,
-            items[4 * i + 1],
-            items[4 * i + 2],
-            step,
-            (kind & ITEM_HAS_START) != 0,
-            (kind & ITEM_HAS_STOP) != 0,
+        status, off, length, stride = slice_one(
+            off, e, s, items[4 * i + 1], items[4 * i + 2], items[4 * i + 3],
+            (kind & ITEM_HAS_START) != 0, (kind & ITEM_HAS_STOP) != 0,
         )
-        if length > 0:
-            if not mul_fits(start, s) or not add_fits(off, start * s):
-                return OVERFLOW_OFFSET, 0, 0
-            off += start * s
-        if mul_fits(s, step):
-            out[cap + m] = s * step
-        elif length > 1:
-            return OVERFLOW_OFFSET, 0, 0
-        else:
-            out[cap + m] = s  # the stride of an extent-1 axis is never used
+        if status:
+            return status, 0, 0
         out[m] = length
+        out[cap + m] = stride
         m += 1
     for j in range(ax, n):
         out[m] = lay[j]

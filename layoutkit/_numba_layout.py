@@ -749,70 +749,66 @@ def _index_plan(n, items):
 
 
 def _make_index_impl(n, index, argname):
+    """Straight-line code for one index type: each item's kind is known at compile time."""
     items = _index_items(index)
     is_tuple = isinstance(index, types.BaseTuple)
     kinds, m = _index_plan(n, items)
-    k = len(kinds)
-    cap = k + n
-    full = K.ITEM_SLICE | K.ITEM_HAS_START | K.ITEM_HAS_STOP
-
-    # Ints and slices need their values at run time: the source loads each by position.
-    source = [f"def impl(layout, {argname}):"]
-    source.append("    lay = _stack_int64(n2)")
-    source.append("    spec = _stack_int64(k4)")
-    source.append("    out = _stack_int64(cap2)")
-    source.append("    for i in range(n):")
-    source.append("        lay[i] = layout.shape[i]")
-    source.append("        lay[n + i] = layout.strides[i]")
+    source = [f"def impl(layout, {argname}):", "    off = layout.slice_offset"]
+    extents = []
+    strides = []
     axis = 0
-    for slot, (kind, position) in enumerate(kinds):
+    for j, (kind, position) in enumerate(kinds):
         item = f"{argname}[{position}]" if is_tuple else argname
-        base = 4 * slot
         if kind == "new":
-            source.append(f"    spec[{base}] = {K.ITEM_NEWAXIS}")
+            extents.append("1")
+            strides.append("0")  # NumPy's stride for a new axis
             continue
         if kind == "all":
-            source.append(f"    spec[{base}] = {K.ITEM_SLICE}")
-            source.append(f"    spec[{base + 3}] = 1")
+            extents.append(f"layout.shape[{axis}]")
+            strides.append(f"layout.strides[{axis}]")
         elif kind == "slice":
-            source.append(f"    sl = {item}")
-            source.append(f"    spec[{base}] = {full}")
-            source.append(f"    spec[{base + 1}] = sl.start")
-            source.append(f"    spec[{base + 2}] = sl.stop")
-            source.append(f"    spec[{base + 3}] = sl.step")
-            source.append("    if sl.step == 0:")
-            source.append("        raise ValueError('slice step cannot be zero')")
+            source += [
+                f"    sl = {item}",
+                "    if sl.step == 0:",
+                "        raise ValueError('slice step cannot be zero')",
+                f"    status, off, e{j}, s{j} = slice_one(off, layout.shape[{axis}],",
+                f"        layout.strides[{axis}], sl.start, sl.stop, sl.step, True, True)",
+                "    if status != 0:",
+                "        raise OverflowError('indexing: offsets overflow int64')",
+            ]
+            extents.append(f"e{j}")
+            strides.append(f"s{j}")
         else:
-            source.append(f"    ix = {item}")
-            source.append(f"    e = layout.shape[{axis}]")
-            source.append("    if ix < -e or ix >= e:")
-            source.append("        raise IndexError('index out of bounds')")
-            source.append(f"    spec[{base}] = {K.ITEM_INT}")
-            source.append(f"    spec[{base + 1}] = ix")
+            source += [
+                f"    ix = {item}",
+                f"    e = layout.shape[{axis}]",
+                "    if ix < -e or ix >= e:",
+                "        raise IndexError('index out of bounds')",
+                f"    status, off = step_offset(off, ix + e if ix < 0 else ix, "
+                f"layout.strides[{axis}])",
+                "    if status != 0:",
+                "        raise OverflowError('indexing: offsets overflow int64')",
+            ]
         axis += 1
-    source.append("    status, m_out, offset = apply_index(lay, n, layout.slice_offset, spec, k, out, cap)")
-    source.append("    if status != 0:")
-    source.append("        raise OverflowError('indexing: offsets overflow int64')")
-    source.append("    for i in range(m):")
-    source.append("        if out[i] == 0:")
-    source.append("            for j in range(m):")
-    source.append("                out[cap + j] = 0")
-    source.append("            offset = 0")
-    source.append("            break")
-    source.append("    return make_layout(_tuple_from(out, 0, m), _tuple_from(out, cap, m),")
-    source.append("                       layout.itemsize, offset)")
+    for rest in range(axis, n):
+        extents.append(f"layout.shape[{rest}]")
+        strides.append(f"layout.strides[{rest}]")
+    shape = "(" + "".join(f"{e}, " for e in extents) + ")"
+    canonical = "(" + "0, " * m + ")"
+    if m:
+        empty = " or ".join(f"{e} == 0" for e in extents)
+        source += [
+            f"    if {empty}:",
+            f"        return make_layout({shape}, {canonical}, layout.itemsize, 0)",
+        ]
+    source.append(
+        f"    return make_layout({shape}, ({''.join(f'{s}, ' for s in strides)}), "
+        "layout.itemsize, off)"
+    )
     namespace = {
-        "_stack_int64": _stack_int64,
-        "_tuple_from": _tuple_from,
         "make_layout": make_layout,
-        "apply_index": K.apply_index,
-        "n": n,
-        "n2": 2 * n,
-        "k4": 4 * k,
-        "cap2": 2 * cap,
-        "k": k,
-        "m": m,
-        "cap": cap,
+        "slice_one": K.slice_one,
+        "step_offset": K.step_offset,
     }
     exec("\n".join(source), namespace)  # noqa: S102 - source built from constants above
     return namespace["impl"]
