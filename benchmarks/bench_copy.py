@@ -54,7 +54,8 @@ def method_of(dst, src):
     src_strides = broadcast_source_strides(dst.layout.shape, src.layout.shape, src.layout.strides)
     plan = plan_copy(dst.layout.shape, dst.layout.strides, src_strides, itemsize, dst.ptr,
                      src.ptr, dst.is_device_accessible, src.is_device_accessible)  # fmt: skip
-    return f"{plan.method}/{plan.unit}B"
+    vector = f" v{plan.vector}" if plan.vector else ""
+    return f"{plan.method}/{plan.unit}B{vector}"
 
 
 def _fmt(value, digits=2):

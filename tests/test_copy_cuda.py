@@ -134,8 +134,12 @@ def test_large_transposes_and_odd_extents():
         (1, (2049, 3001)),
         (2, (513, 4097)),
         (16, (300, 701)),
+        (1, (1032, 2056)),  # 8 x 8 blocks: the register-block kernel, edge tiles included
+        (2, (520, 4104)),
     ]:
         check_case(_named(itemsize, lambda a: a.T, shape), "device", "device")
+    nchw_to_nhwc = _named(2, lambda a: a.transpose(0, 2, 3, 1), (3, 64, 16, 24))
+    check_case(nchw_to_nhwc, "device", "device")
 
 
 def test_stream_argument_orders_the_copy():
@@ -175,6 +179,8 @@ for itemsize in (1, 2, 4, 8, 16, 3):
     for layout in ("transpose", "reverse-step", "broadcast-row", "broadcast-column", "3d-permute"):
         for dst_kind, src_kind in (("device", "device"), ("host", "device"), ("device", "host")):
             check_case(_named(itemsize, LAYOUTS[layout], (37, 45)), dst_kind, src_kind)
+for itemsize in (1, 2):  # the register-block transpose
+    check_case(_named(itemsize, lambda a: a.T, (40, 72)), "device", "device")
 print("sanitized copies ok")
 """
 
