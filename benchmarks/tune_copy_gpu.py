@@ -70,7 +70,7 @@ class Variant:
 
 
 def variants_for(plan, full):
-    out = [Variant("default", {}, {})]
+    out = [Variant("default", {}, {}), Variant("numba launch", {}, {"DRIVER_LAUNCH": False})]
     if plan.method == "elementwise":
         out.append(Variant("8 blocks/SM", {}, {"ELEMENTWISE_BLOCKS_PER_SM": 8}))
         return out
@@ -95,6 +95,7 @@ def run_variant(variant, plan, dst, src):
     for name, value in variant.settings.items():
         setattr(gpu, name, value)
     gpu._launch_setup.cache_clear()
+    gpu._driver_launch.cache_clear()
     try:
         varied = dataclasses.replace(plan, **variant.changes)
 
@@ -112,6 +113,7 @@ def run_variant(variant, plan, dst, src):
         for name, value in saved.items():
             setattr(gpu, name, value)
         gpu._launch_setup.cache_clear()
+        gpu._driver_launch.cache_clear()
 
 
 def cases():

@@ -27,6 +27,7 @@ argument types (number of axes, unit size). Under the CUDA simulator
 import contextlib
 import ctypes
 import functools
+import struct
 import warnings
 
 import numpy as np
@@ -528,6 +529,85 @@ def _launch_setup(plan, device_id):
     return kernel, blocks, threads, (*arguments, prototype)
 
 
+#: Launch compiled copy kernels through ``cuLaunchKernel`` with their arguments packed
+#: once per plan, instead of through numba-cuda's dispatcher (which types and converts
+#: some 40 kernel parameters on every launch).
+DRIVER_LAUNCH = True
+
+_PARAMETER_FORMATS = {1: "B7x", 2: "H6x", 4: "I4x", 8: "Q"}
+
+
+def _parameters(values):
+    """``(struct format, flat values)`` of kernel arguments: one 8-byte slot per parameter.
+
+    numba-cuda passes a tuple argument as one parameter per item; a ``uint8`` ...
+    ``uint64`` unit prototype is one parameter of its size.
+    """
+    fmt, flat = "", []
+    for value in values:
+        if isinstance(value, tuple):
+            inner, inner_flat = _parameters(value)
+            fmt += inner
+            flat += inner_flat
+        elif isinstance(value, np.integer):
+            fmt += _PARAMETER_FORMATS[value.itemsize]
+            flat.append(int(value))
+        else:
+            fmt += "q"
+            flat.append(int(value))
+    return fmt, flat
+
+
+class _DriverLaunch:
+    """A compiled copy kernel relaunched with new addresses through ``cuLaunchKernel``.
+
+    The parameter slots are packed once; a launch writes the two addresses into the
+    first two slots (under a lock: the driver copies the parameters at the call).
+    """
+
+    def __init__(self, kernel, blocks, threads, arguments):
+        import threading
+
+        from numba import typeof
+
+        from layoutkit import _driver
+
+        compiled = kernel.compile(tuple(typeof(value) for value in (0, 0, *arguments)))
+        fmt, flat = _parameters(arguments)
+        packer = struct.Struct("<qq" + fmt)
+        count = packer.size // 8
+        self._slots = (ctypes.c_int64 * count)()
+        packer.pack_into(self._slots, 0, 0, 0, *flat)
+        base = ctypes.addressof(self._slots)
+        self._pointers = (ctypes.c_void_p * count)(*(base + 8 * k for k in range(count)))
+        self._addresses = struct.Struct("<qq")
+        self._lock = threading.Lock()
+        self._driver = _driver
+        bindings = _driver._bindings()
+        self._bindings = bindings
+        self._launch = bindings.cuLaunchKernel
+        self._success = bindings.CUresult.CUDA_SUCCESS
+        self._function = bindings.CUfunction(int(compiled._codelibrary.get_cufunc().handle))
+        block = (threads,) if isinstance(threads, int) else threads
+        self._dims = (blocks, 1, 1, *block, *(1,) * (3 - len(block)))
+
+    def __call__(self, dst, src, stream_handle):
+        stream = self._bindings.CUstream(stream_handle)
+        with self._lock:
+            self._addresses.pack_into(self._slots, 0, dst, src)
+            (error,) = self._launch(
+                self._function, *self._dims, 0, stream, ctypes.addressof(self._pointers), 0
+            )
+        if error != self._success:
+            self._driver._raise_for("cuLaunchKernel", error)
+
+
+@functools.lru_cache(maxsize=1024)
+def _driver_launch(plan, device_id):
+    """The :class:`_DriverLaunch` of a plan's kernel on a device (compiles on first use)."""
+    return _DriverLaunch(*_launch_setup(plan, device_id))
+
+
 #: numba-cuda warns about grids below this many blocks; a small copy needs no more.
 _NUMBA_MIN_GRID = 128
 
@@ -559,8 +639,11 @@ def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
     """
     if plan.method == NONE:
         return
-    kernel, blocks, threads, arguments = _launch_setup(plan, device_id)
     dst = int(dst_ptr + plan.dst_offset)
     src = int(src_ptr + plan.src_offset)
+    if DRIVER_LAUNCH and not _SIM:
+        _driver_launch(plan, device_id)(dst, src, int(stream_handle))
+        return
+    kernel, blocks, threads, arguments = _launch_setup(plan, device_id)
     with _quiet(blocks):
         kernel[blocks, threads, _stream(stream_handle)](dst, src, *arguments)
