@@ -33,7 +33,7 @@ __all__ = [
 
 _ADDRESS_SPACE = (ctypes.c_char * sys.maxsize).from_address(0)
 MEMORY = memoryview(_ADDRESS_SPACE).toreadonly()
-WRITABLE_MEMORY = memoryview(_ADDRESS_SPACE)  # for memory this package allocated
+WRITABLE_MEMORY = memoryview(_ADDRESS_SPACE)  # only for blocks this package allocated
 _PAGE = 4096  # the smallest page size of any platform: a read inside one page is safe
 _HEADER = object.__basicsize__  # sizeof(PyObject): where an object's own fields start
 _POINTER = struct.Struct("@P")
@@ -111,7 +111,26 @@ def _set_name_call(capsule, name_address):
 
 
 def _slots_match():
-    """Whether NumPy arrays and capsules keep their fields where this module reads them."""
+    """Whether NumPy arrays and capsules keep their fields where this module reads them.
+
+    Examples
+    --------
+    The C-API fallbacks give what the slot reads give:
+
+    >>> import numpy as np
+    >>> array = np.zeros((3, 4), np.int16)[1:, ::2]
+    >>> _array_data_interface(array) == _array_data_slot(array)
+    True
+    >>> capsule = array.__dlpack__()
+    >>> _capsule_calls(capsule) == _capsule_slots(capsule)
+    True
+    >>> original = _capsule_slots(capsule)[1]  # NumPy's static "dltensor"
+    >>> name = ctypes.create_string_buffer(b"dltensor")
+    >>> _set_name_call(capsule, ctypes.addressof(name))
+    >>> _capsule_slots(capsule)[1] == ctypes.addressof(name)
+    True
+    >>> _set_name_call(capsule, original)  # the capsule may outlive ``name``
+    """
     if sys.implementation.name != "cpython":  # id() is an address only in CPython
         return False
     import numpy as np
