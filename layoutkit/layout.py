@@ -385,25 +385,17 @@ class StridedLayout:
         """Number of dimensions."""
         return len(self._shape)
 
-    @property
-    def shape(self):
-        """Extents, a tuple of int."""
-        return self._shape
-
-    @property
-    def strides(self):
-        """Strides in elements, a tuple of int (never ``None``: implicit C is resolved)."""
-        return self._strides
-
-    @property
-    def itemsize(self):
-        """Bytes per element."""
-        return self._itemsize
-
-    @property
-    def slice_offset(self):
-        """Element offset of index ``(0, ..., 0)`` (made non-zero by slicing or repacking)."""
-        return self._offset
+    # stored values, read through C-level attrgetters (read-only: no setter)
+    shape = property(operator.attrgetter("_shape"), doc="Extents, a tuple of int.")
+    strides = property(
+        operator.attrgetter("_strides"),
+        doc="Strides in elements, a tuple of int (never ``None``: implicit C is resolved).",
+    )
+    itemsize = property(operator.attrgetter("_itemsize"), doc="Bytes per element.")
+    slice_offset = property(
+        operator.attrgetter("_offset"),
+        doc="Element offset of index ``(0, ..., 0)`` (made non-zero by slicing or repacking).",
+    )
 
     strides_in_bytes = property(
         operator.attrgetter("_strides_in_bytes"), doc="Strides in bytes (computed once)."
