@@ -69,7 +69,7 @@ def test_transpose_kernel_lowers(unit, row_ndim, col_ndim, batch_ndim):
     assert ".shared" in ptx
 
 
-@pytest.mark.parametrize(("unit", "vector"), [(1, 8), (2, 16), (2, 8)])
+@pytest.mark.parametrize(("unit", "vector"), [(1, 8), (2, 16), (2, 8), (4, 16)])
 @pytest.mark.parametrize(("row_ndim", "col_ndim", "batch_ndim"), [(1, 1, 1), (2, 2, 2)])
 @pytest.mark.parametrize("warps_a", [1, 4])
 def test_block_transpose_kernel_lowers(unit, vector, row_ndim, col_ndim, batch_ndim, warps_a):

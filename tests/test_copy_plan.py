@@ -191,3 +191,21 @@ def test_broadcast_source_strides_follow_numpy():
 )
 def test_byte_extent(shape, strides, itemsize, extent):
     assert byte_extent(shape, strides, itemsize) == extent
+
+
+def test_transpose_kernel_follows_what_fills_a_tile():
+    # 16384**2 float32 fills 64-unit shared-memory tiles
+    big = plan_copy((16384, 16384), (16384, 1), (1, 16384), 4)
+    assert (big.tile, big.vector) == (64, 0)
+    # a 32**5 float32 permutation: 32-unit rows cannot, 4 x 4 register blocks can
+    src = np.empty((32,) * 5, np.float32).transpose(4, 2, 0, 3, 1)
+    dst = np.empty(src.shape, np.float32)
+    blocks = plan_copy(src.shape, element_strides(dst), element_strides(src), 4)
+    assert blocks.vector == 16
+    # 13 columns: no 4 x 4 block fits, and 32-unit tiles are filled more than 64-unit ones
+    small = plan_copy((13, 40), (40, 1), (1, 13), 4)
+    assert (small.tile, small.vector) == (32, 0)
+    # float16 and uint8 take blocks wherever they fit; not with a misaligned address
+    assert plan_copy((4096, 4096), (4096, 1), (1, 4096), 2).vector == 16
+    assert plan_copy((4096, 4096), (4096, 1), (1, 4096), 1).vector == 8
+    assert plan_copy((4096, 4096), (4096, 1), (1, 4096), 1, dst_ptr=4).vector == 0

@@ -122,6 +122,7 @@ def test_kernels_under_the_simulator():
     assert {"transpose-1", "transpose-4", "transpose-16", "elementwise-1"} <= set(counts)
     assert counts["block-transpose-1"] >= 2
     assert counts["block-transpose-2"] >= 2
+    assert counts["block-transpose-4"] >= 2
     assert counts["grouped-transpose"] >= 7
     assert sum(n for key, n in counts.items() if key.startswith("fill")) >= 4
     assert sum(counts.values()) >= 40

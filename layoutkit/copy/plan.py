@@ -39,11 +39,16 @@ STAGE_HOST = "stage_host"  #: host side strided: pack/unpack it on the host, the
 #: tiles (16 units in flight per thread) beat 32-unit ones: 16384**2 float32 3.04 TB/s
 #: against 1.49, float64 3.27 against 2.70, 16-byte units 3.77 against 3.42.
 TRANSPOSE_TILE = {1: 64, 2: 64, 4: 64, 8: 64, 16: 64}
-#: Accesses (bytes, widest first) of the register-block transpose by unit size; units of
-#: 4 bytes and more take the shared-memory tiles. On an H200 16384**2 uint8 moved 2.21 TB/s
-#: in 8-byte blocks (0.87 in 16-byte, 0.71 in 4-byte ones, 0.95 through shared memory),
-#: float16 3.03 in 16-byte and 1.98 in 8-byte blocks (1.82 through shared memory).
-BLOCK_VECTORS = {1: (8,), 2: (16, 8)}
+#: Edge of the shared-memory tile when the groups cannot fill a ``TRANSPOSE_TILE`` one (a
+#: partly filled tile takes the kernel's slow checked path: a 32**5 float32 permutation
+#: whose rows span 32 units ran at 0.19 TB/s in 64-unit tiles, 0.72 in 32-unit ones).
+SMALL_TILE = 32
+#: Accesses (bytes, widest first) of the register-block transpose by unit size. On an
+#: H200 16384**2 uint8 moved 2.21 TB/s in 8-byte blocks (0.87 in 16-byte, 0.71 in 4-byte
+#: ones, 0.95 through shared memory), float16 3.03 in 16-byte and 1.98 in 8-byte blocks
+#: (1.82 through shared memory). 4-byte units take blocks only where the groups cannot
+#: fill a 64-unit shared tile (float32 16384**2: 2.72 in blocks, 3.04 in shared tiles).
+BLOCK_VECTORS = {1: (8,), 2: (16, 8), 4: (16,)}
 #: Most axes folded into one edge of a transpose tile.
 MAX_GROUP = 3
 
@@ -310,6 +315,13 @@ def _tile_groups(shape, dst_strides, src_strides, fastest, tile):
     return tuple(rows), tuple(cols)
 
 
+def _volume(shape, axes):
+    volume = 1
+    for axis in axes:
+        volume *= shape[axis]
+    return volume
+
+
 def _block_vector(shape, dst_strides, src_strides, unit, rows, cols, dst_address, src_address):
     """Widest access of a register-block transpose, or 0 when none fits (see ``vector``).
 
@@ -423,9 +435,15 @@ def _plan(
         if abs(c_src[fastest]) == unit and fastest != len(c_shape) - 1:
             tile = TRANSPOSE_TILE[unit]
             rows, cols = _tile_groups(c_shape, c_dst, c_src, fastest, tile)
-            vector = _block_vector(
-                c_shape, c_dst, c_src, unit, rows, cols, dst_ptr + dst_off, src_ptr + src_off
-            )
+            filled = all(_volume(c_shape, group) >= tile for group in (rows, cols))
+            vector = 0
+            if unit in BLOCK_VECTORS and (unit < 4 or not filled):
+                vector = _block_vector(
+                    c_shape, c_dst, c_src, unit, rows, cols, dst_ptr + dst_off, src_ptr + src_off
+                )
+            if not vector and not filled:
+                tile = SMALL_TILE
+                rows, cols = _tile_groups(c_shape, c_dst, c_src, fastest, tile)
             return make(TRANSPOSE, rows, cols, tile, vector)
     if dst_on_device and c_shape and c_src[-1] == 0 and c_dst[-1] == unit:
         wide = _fill_unit(c_shape, c_dst, dst_ptr + dst_off, unit)
