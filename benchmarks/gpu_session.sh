@@ -21,7 +21,7 @@ export PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
     python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__)"
 } > "$out/machine.txt" 2>&1
 
-timeout 200 python3 -m pytest -m cuda -q -rs -p no:cacheprovider tests > "$out/cuda_tests.log" 2>&1
+timeout 170 python3 -m pytest -m cuda -q -rs -p no:cacheprovider tests > "$out/cuda_tests.log" 2>&1
 echo "pytest exit: $?" >> "$out/cuda_tests.log"
 
 if ! python3 -c "import nbclient, nbformat, ipykernel" 2>/dev/null && [ -d .whl-nb ]; then
@@ -30,7 +30,7 @@ if ! python3 -c "import nbclient, nbformat, ipykernel" 2>/dev/null && [ -d .whl-
         --target /tmp/nbsite .whl-nb/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/nbsite"
 fi
 if python3 -c "import nbclient, nbformat, ipykernel" 2>/dev/null; then
-    timeout 200 python3 notebooks/execute.py > "$out/notebooks.log" 2>&1
+    timeout 150 python3 notebooks/execute.py > "$out/notebooks.log" 2>&1
     echo "exit: $?" >> "$out/notebooks.log"
     mkdir -p "$out/nb" && cp notebooks/*.ipynb "$out/nb/"
 else
@@ -39,9 +39,10 @@ fi
 
 # bench_layout.py is CPU-only: its anchors (cuda.core, NumPy) are measured on the dev machine
 {
-    for bench in bench_launch bench_views bench_copy; do
-        echo "===== $bench"
-        timeout "${BENCH_SECONDS:-150}" python3 "benchmarks/$bench.py"
+    for run in "bench_launch.py:60" "bench_views.py:40" "bench_copy.py:140"; do
+        script=${run%%:*}
+        echo "===== $script"
+        timeout "${run##*:}" python3 "benchmarks/$script"
         echo "exit: $?"
     done
 } > "$out/benchmarks.txt" 2>&1
