@@ -806,6 +806,8 @@ def _make_index_impl(n, index, argname):
         "layout.itemsize, off)"
     )
     namespace = {
+        # a real module name: Numba's on-disk cache re-imports it for users' cache=True code
+        "__name__": __name__,
         "make_layout": make_layout,
         "slice_one": K.slice_one,
         "step_offset": K.step_offset,

@@ -37,14 +37,6 @@ def _kernels():
 
 _K = None
 _INFO_ORDER = 5  # _kernels.INFO_ORDER: where analyze() writes the stride order
-# derived properties and their slots: empty until the first lookup analyses the layout
-_DERIVED = frozenset({
-    "volume", "offset_bounds", "min_offset", "max_offset", "is_contiguous_c",
-    "is_contiguous_f", "is_contiguous_any", "is_dense", "stride_order",
-    "_volume", "_min_offset", "_max_offset", "_bounds", "_is_c", "_is_f", "_is_any",
-    "_is_dense", "_is_unique", "_mask", "_order",
-})
-_BYTE_STRIDES = frozenset({"strides_in_bytes", "_strides_in_bytes"})
 _DENSE_MEMO = {}  # (id(shape), itemsize, order) -> (shape, layout): repeated dense() calls
 
 
@@ -212,12 +204,16 @@ class StridedLayout:
             for i, s in enumerate(strides):
                 if not _INT64_MIN < s <= _INT64_MAX:
                     raise OverflowError(f"strides[{i}] = {s} does not fit in int64")
-        self._init(shape, strides, itemsize, 0)
-        self._analyze(
-            lambda: f"StridedLayout(shape={shape}, strides={strides}, itemsize={itemsize})"
+        self._init(
+            shape,
+            strides,
+            itemsize,
+            0,
+            lambda: f"StridedLayout(shape={shape}, strides={strides}, itemsize={itemsize})",
         )
 
-    def _init(self, shape, strides, itemsize, offset):
+    def _init(self, shape, strides, itemsize, offset, what):
+        """Store the values and analyse them at once (derived properties become slot reads)."""
         if 0 in shape:
             strides = (0,) * len(shape)
             offset = 0
@@ -227,19 +223,20 @@ class StridedLayout:
         self._offset = offset
         self._packed = None
         self._memo = None
+        self._analyze(what)
 
     @classmethod
     def _trusted(cls, shape, strides, itemsize, slice_offset=0):
-        """A layout from values known to be valid (tuples of ints that fit): no checks."""
+        """A layout from values known to be valid (tuples of ints that fit): no argument checks."""
         self = cls.__new__(cls)
-        self._init(shape, strides, itemsize, slice_offset)
+        self._init(shape, strides, itemsize, slice_offset, "layout")
         return self
 
     @classmethod
     def _checked(cls, shape, strides, itemsize, slice_offset, what):
-        """A layout from int tuples of the right lengths, checked for int64 overflow."""
-        self = cls._trusted(shape, strides, itemsize, slice_offset)
-        self._analyze(what)
+        """A layout from int tuples of the right lengths; OverflowError naming ``what``."""
+        self = cls.__new__(cls)
+        self._init(shape, strides, itemsize, slice_offset, what)
         return self
 
     # ---------------------------------------------------------------- kernel plumbing
@@ -268,6 +265,8 @@ class StridedLayout:
         self._is_unique = True if flags & 8 else None  # None: settled exactly on first use
         self._mask = mask & 0xFFFF_FFFF_FFFF_FFFF  # the kernel's int64 read as uint64 (bit 63)
         self._order = tuple(order)
+        size = self._itemsize
+        self._strides_in_bytes = tuple([s * size for s in self._strides])
 
     def _memo_get(self, name, arg):
         memo = self._memo
@@ -397,9 +396,7 @@ class StridedLayout:
         doc="Element offset of index ``(0, ..., 0)`` (made non-zero by slicing or repacking).",
     )
 
-    strides_in_bytes = property(
-        operator.attrgetter("_strides_in_bytes"), doc="Strides in bytes (computed once)."
-    )
+    strides_in_bytes = property(operator.attrgetter("_strides_in_bytes"), doc="Strides in bytes.")
 
     @property
     def slice_offset_in_bytes(self):
@@ -407,9 +404,8 @@ class StridedLayout:
         return self._offset * self._itemsize
 
     # ---------------------------------------------------------------- derived properties
-    # Read straight from slots that _analyze() fills (C-level attrgetter, no Python frame).
-    # Until then the slots are empty: the AttributeError sends the lookup to __getattr__,
-    # which analyses the layout once and retries.
+    # Read straight from the slots that _analyze() fills when the layout is made (C-level
+    # attrgetters: no Python frame per read).
     volume = property(
         operator.attrgetter("_volume"),
         doc="Number of elements (the product of the extents; 1 for 0-d).",
@@ -456,16 +452,6 @@ class StridedLayout:
         (2, 1, 0)
         """,
     )
-
-    def __getattr__(self, name):
-        if name in _BYTE_STRIDES:
-            size = self._itemsize
-            self._strides_in_bytes = tuple([s * size for s in self._strides])
-            return object.__getattribute__(self, name)
-        if name in _DERIVED:
-            self._analyze()
-            return object.__getattribute__(self, name)
-        raise AttributeError(f"'StridedLayout' object has no attribute {name!r}")
 
     @property
     def is_unique(self):
