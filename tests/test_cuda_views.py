@@ -224,3 +224,28 @@ def test_view_of_another_device_is_refused():
     view = device_view(buffer, StridedLayout.dense((2, 2), 8), np.float64)
     with pytest.raises(ValueError, match="lives on device 1 but the kernel runs on device 0"):
         scaled_copy[1, (2, 2)](view, view, 1.0)
+
+
+def test_view_kernels_under_compute_sanitizer_memcheck():
+    """The random-layout, derived-view and prepared-launch tests, run under memcheck."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sanitizer = shutil.which("compute-sanitizer")
+    if sanitizer is None:
+        pytest.skip("compute-sanitizer is not on PATH")
+    here = Path(__file__).resolve()
+    result = subprocess.run(
+        [
+            sanitizer, "--tool", "memcheck", "--error-exitcode", "3",
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here),
+            "-k", "random_layouts or derived_views or prepared_launch or plain_numba_kernel",
+        ],
+        capture_output=True, text=True, timeout=900, cwd=here.parent.parent,
+        env=dict(os.environ),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert "ERROR SUMMARY: 0 errors" in result.stdout + result.stderr
