@@ -206,6 +206,15 @@ def _tuple_from(typingctx, array, start, count):
     return tupty(array, start, count), codegen
 
 
+@register_jitable
+def _pack(layout, lay):
+    """Copy a layout's shape and strides into ``lay`` (the kernels' shape | strides form)."""
+    n = len(layout.shape)
+    for i in range(n):
+        lay[i] = layout.shape[i]
+        lay[n + i] = layout.strides[i]
+
+
 # ------------------------------------------------------------------ properties
 @overload_attribute(StridedLayoutType, "ndim")
 def _ndim(layout):
@@ -283,9 +292,7 @@ def _flag_property(kernel_name):
 
         def impl(layout):
             lay = _stack_int64(n2)
-            for i in range(n):
-                lay[i] = layout.shape[i]
-                lay[n + i] = layout.strides[i]
+            _pack(layout, lay)
             for i in range(n):
                 if layout.shape[i] == 0:
                     return True
@@ -309,9 +316,7 @@ def _ordered_flag_property(kernel_name):
         def impl(layout):
             lay = _stack_int64(n2)
             order = _stack_int64(n)
-            for i in range(n):
-                lay[i] = layout.shape[i]
-                lay[n + i] = layout.strides[i]
+            _pack(layout, lay)
             for i in range(n):
                 if layout.shape[i] == 0:
                     return True
@@ -342,9 +347,7 @@ def _stride_order(layout):
     def impl(layout):
         lay = _stack_int64(n2)
         order = _stack_int64(n)
-        for i in range(n):
-            lay[i] = layout.shape[i]
-            lay[n + i] = layout.strides[i]
+        _pack(layout, lay)
         K.stride_order(lay, n, order, 0)
         return _tuple_from(order, 0, n)
 
@@ -358,9 +361,7 @@ def _flattened_axis_mask(layout):
 
     def impl(layout):
         lay = _stack_int64(n2)
-        for i in range(n):
-            lay[i] = layout.shape[i]
-            lay[n + i] = layout.strides[i]
+        _pack(layout, lay)
         return _as_uint64(K.merge_mask(lay, n))
 
     return impl
@@ -443,9 +444,7 @@ def _reshaped(layout, shape):
         lay = _stack_int64(n2)
         new_shape = _stack_int64(m)
         out = _stack_int64(mn2)
-        for i in range(n):
-            lay[i] = layout.shape[i]
-            lay[n + i] = layout.strides[i]
+        _pack(layout, lay)
         volume = K.volume_of(lay, n)
         unknown = -1
         known = 1
@@ -494,9 +493,7 @@ def _broadcast_to(layout, shape):
         lay = _stack_int64(n2)
         new_shape = _stack_int64(m)
         out = _stack_int64(m2)
-        for i in range(n):
-            lay[i] = layout.shape[i]
-            lay[n + i] = layout.strides[i]
+        _pack(layout, lay)
         for i in range(m):
             if shape[i] < 0:
                 raise ValueError("broadcast_to: negative extent")
@@ -597,9 +594,7 @@ def _repacked(layout, itemsize, data_ptr=0, axis=-1, keep_dim=True):
             raise ValueError("repacked: new itemsize does not divide the old one")
         lay = _stack_int64(n2)
         out = _stack_int64(n2)
-        for i in range(n):
-            lay[i] = layout.shape[i]
-            lay[n + i] = layout.strides[i]
+        _pack(layout, lay)
         status, offset = K.repack(lay, n, layout.slice_offset, old, itemsize, ax, out, n)
         if status != 0:
             raise ValueError("repacked: the layout is not compatible with the new itemsize")
@@ -620,9 +615,7 @@ def _max_compatible_itemsize(layout, max_itemsize=16, data_ptr=0, axis=-1):
             raise ValueError("max_compatible_itemsize: axis out of range")
         ax = axis + n if axis < 0 else axis
         lay = _stack_int64(n2)
-        for i in range(n):
-            lay[i] = layout.shape[i]
-            lay[n + i] = layout.strides[i]
+        _pack(layout, lay)
         return K.max_compatible_itemsize(
             lay, n, layout.slice_offset, layout.itemsize, max_itemsize,
             data_ptr % max_itemsize, ax,
@@ -689,9 +682,7 @@ def _to_dense(layout, stride_order="K"):
         lay = _stack_int64(n2)
         order = _stack_int64(n)
         out = _stack_int64(n)
-        for i in range(n):
-            lay[i] = layout.shape[i]
-            lay[n + i] = layout.strides[i]
+        _pack(layout, lay)
         fill_order(lay, n, order)
         K.dense_strides(lay, n, order, out, 0)
         return make_layout(layout.shape, _tuple_from(out, 0, n), layout.itemsize, 0)
