@@ -27,6 +27,7 @@ import contextlib
 import ctypes
 import numbers
 import operator
+import struct
 import threading
 from typing import NamedTuple
 
@@ -43,6 +44,7 @@ __all__ = [
     "ensure_context",
     "handle_int",
     "init",
+    "KernelLauncher",
     "mem_alloc",
     "mem_alloc_async",
     "mem_alloc_managed",
@@ -564,3 +566,44 @@ def pointer_info(ptr):
     ]
     memory_type, is_managed, ordinal = _call("cuPointerGetAttributes", 3, attributes, ptr)
     return classify_pointer(memory_type, is_managed, ordinal)
+
+
+class KernelLauncher:
+    """``cuLaunchKernel`` for one compiled kernel, from a parameter buffer packed in place.
+
+    numba-cuda converts every kernel parameter on every launch; this keeps the kernel
+    handle, one 8-byte slot per parameter (``slots``, written with ``packer``) and the
+    array of pointers to those slots that the driver reads when the kernel is launched.
+
+    Parameters
+    ----------
+    cufunction : int
+        The ``CUfunction`` handle of the compiled kernel.
+    parameter_format : str
+        ``struct`` format of the parameters, one 8-byte slot each (little-endian).
+    """
+
+    def __init__(self, cufunction, parameter_format):
+        bindings = _bindings()
+        self.packer = struct.Struct("<" + parameter_format)
+        count = max(self.packer.size // 8, 1)
+        self.slots = (ctypes.c_int64 * count)()
+        base = ctypes.addressof(self.slots)
+        self._pointers = (ctypes.c_void_p * count)(*(base + 8 * k for k in range(count)))
+        self._pointer_address = ctypes.addressof(self._pointers)
+        self._function = bindings.CUfunction(cufunction)
+        self._launch_kernel = bindings.cuLaunchKernel
+        self._stream_type = bindings.CUstream
+        self._success = bindings.CUresult.CUDA_SUCCESS
+
+    def stream(self, handle):
+        """The driver's stream object for an int handle (0: the legacy default stream)."""
+        return self._stream_type(handle)
+
+    def launch(self, grid, block, sharedmem, stream):
+        """Launch with the parameters now in ``slots``; ``grid``/``block`` are 3-tuples."""
+        (error,) = self._launch_kernel(
+            self._function, *grid, *block, sharedmem, stream, self._pointer_address, 0
+        )
+        if error != self._success:
+            _raise_for("cuLaunchKernel", error)

@@ -580,32 +580,22 @@ class _DriverLaunch:
 
         compiled = kernel.compile(tuple(typeof(value) for value in (0, 0, *arguments)))
         fmt, flat = _parameters(arguments)
-        packer = struct.Struct("<qq" + fmt)
-        count = packer.size // 8
-        self._slots = (ctypes.c_int64 * count)()
-        packer.pack_into(self._slots, 0, 0, 0, *flat)
-        base = ctypes.addressof(self._slots)
-        self._pointers = (ctypes.c_void_p * count)(*(base + 8 * k for k in range(count)))
+        self._launcher = _driver.KernelLauncher(
+            int(compiled._codelibrary.get_cufunc().handle), "qq" + fmt
+        )
+        self._slots = self._launcher.slots
+        self._launcher.packer.pack_into(self._slots, 0, 0, 0, *flat)
         self._addresses = struct.Struct("<qq")
         self._lock = threading.Lock()
-        self._driver = _driver
-        bindings = _driver._bindings()
-        self._bindings = bindings
-        self._launch = bindings.cuLaunchKernel
-        self._success = bindings.CUresult.CUDA_SUCCESS
-        self._function = bindings.CUfunction(int(compiled._codelibrary.get_cufunc().handle))
         block = (threads,) if isinstance(threads, int) else threads
-        self._dims = (blocks, 1, 1, *block, *(1,) * (3 - len(block)))
+        self._grid = (blocks, 1, 1)
+        self._block = (*block, *(1,) * (3 - len(block)))
 
     def __call__(self, dst, src, stream_handle):
-        stream = self._bindings.CUstream(stream_handle)
+        stream = self._launcher.stream(stream_handle)
         with self._lock:
             self._addresses.pack_into(self._slots, 0, dst, src)
-            (error,) = self._launch(
-                self._function, *self._dims, 0, stream, ctypes.addressof(self._pointers), 0
-            )
-        if error != self._success:
-            self._driver._raise_for("cuLaunchKernel", error)
+            self._launcher.launch(self._grid, self._block, 0, stream)
 
 
 @functools.lru_cache(maxsize=1024)

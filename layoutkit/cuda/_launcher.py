@@ -7,9 +7,6 @@ pointers to those slots. A launch writes the new values into the slots with one
 ``struct.pack_into`` and calls ``cuLaunchKernel``.
 """
 
-import ctypes
-import struct
-
 from numba import types
 
 from layoutkit._numba_view import StridedViewType
@@ -59,21 +56,14 @@ class PreparedLaunch:
         self._argument_types = argument_types
         self._names = tuple(f"argument {position}" for position in range(len(argument_types)))
         self._is_view = tuple(is_view for _, is_view in formats)
-        self._packer = struct.Struct("<" + "".join(fmt for fmt, _ in formats))
-        count = self._packer.size // 8
-        self._slots = (ctypes.c_int64 * max(count, 1))()
-        slot_base = ctypes.addressof(self._slots)
-        self._pointers = (ctypes.c_void_p * max(count, 1))(
-            *(slot_base + 8 * k for k in range(count))
-        )
-        self._pointer_address = ctypes.addressof(self._pointers)
         self._device_id = _driver.current_device_id()
-        self._driver = _driver
-        bindings = _driver._bindings()
-        self._launch_kernel = bindings.cuLaunchKernel
-        self._success = bindings.CUresult.CUDA_SUCCESS
-        self._function = bindings.CUfunction(int(compiled._codelibrary.get_cufunc().handle))
-        self._stream = bindings.CUstream(_driver.stream_handle(stream) if stream else 0)
+        self._launcher = _driver.KernelLauncher(
+            int(compiled._codelibrary.get_cufunc().handle),
+            "".join(fmt for fmt, _ in formats),
+        )
+        self._packer = self._launcher.packer
+        self._slots = self._launcher.slots
+        self._stream = self._launcher.stream(_driver.stream_handle(stream) if stream else 0)
         self._grid = _dim3(griddim, "griddim")
         self._block = _dim3(blockdim, "blockdim")
         self._sharedmem = int(sharedmem)
@@ -114,22 +104,7 @@ class PreparedLaunch:
 
     def _launch(self, values):
         self._packer.pack_into(self._slots, 0, *values)
-        grid, block = self._grid, self._block
-        (error,) = self._launch_kernel(
-            self._function,
-            grid[0],
-            grid[1],
-            grid[2],
-            block[0],
-            block[1],
-            block[2],
-            self._sharedmem,
-            self._stream,
-            self._pointer_address,
-            0,
-        )
-        if error != self._success:
-            self._driver._raise_for("cuLaunchKernel", error)
+        self._launcher.launch(self._grid, self._block, self._sharedmem, self._stream)
 
 
 def _same_view_type(actual, expected):
