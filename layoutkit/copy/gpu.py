@@ -201,6 +201,34 @@ def _group_code(group, index, size, out, indent):
     return lines
 
 
+def _tile_walk_code(batch_ndim):
+    """Source lines of a grid-stride walk over tiles: the tile's row, column and batch bases.
+
+    The block takes tiles ``t = blockIdx.x, blockIdx.x + gridDim.x, ...``; each tile's
+    index splits into its column, its row and one position per batch axis, whose strides
+    move ``dst_base`` and ``src_base``.
+    """
+    lines = [
+        "    t = cuda.blockIdx.x",
+        "    while t < n_tiles:",
+        "        tile_col = t % tiles_cols",
+        "        rest = t // tiles_cols",
+        "        tile_row = rest % tiles_rows",
+        "        rest = rest // tiles_rows",
+        "        dst_base = dst",
+        "        src_base = src",
+    ]
+    for k in range(batch_ndim - 1, -1, -1):
+        lines += [
+            f"        quotient = rest // batch_shape[{k}]",
+            f"        position = rest - quotient * batch_shape[{k}]",
+            f"        dst_base += position * batch_dst[{k}]",
+            f"        src_base += position * batch_src[{k}]",
+            "        rest = quotient",
+        ]
+    return lines
+
+
 def transpose_source(unit, tile, row_ndim, col_ndim, batch_ndim):
     """Python source of the tiled transpose for ``unit``-byte units, ``tile``-unit tiles.
 
@@ -246,23 +274,8 @@ def transpose_source(unit, tile, row_ndim, col_ndim, batch_ndim):
         f"    buffer = cuda.shared.array({shape}, {dtype})",
         "    tx = cuda.threadIdx.x",
         "    ty = cuda.threadIdx.y",
-        "    t = cuda.blockIdx.x",
-        "    while t < n_tiles:",
-        "        tile_col = t % tiles_cols",
-        "        rest = t // tiles_cols",
-        "        tile_row = rest % tiles_rows",
-        "        rest = rest // tiles_rows",
-        "        dst_base = dst",
-        "        src_base = src",
     ]
-    for k in range(batch_ndim - 1, -1, -1):
-        lines += [
-            f"        quotient = rest // batch_shape[{k}]",
-            f"        position = rest - quotient * batch_shape[{k}]",
-            f"        dst_base += position * batch_dst[{k}]",
-            f"        src_base += position * batch_src[{k}]",
-            "        rest = quotient",
-        ]
+    lines += _tile_walk_code(batch_ndim)
     lines += [
         f"        r0 = tile_row * {tile}",
         f"        c0 = tile_col * {tile}",
@@ -397,23 +410,8 @@ def block_transpose_source(unit, vector, lanes_a, warps_a, row_ndim, col_ndim, b
         f"    b_in = (warp // {warps_a} * {lanes_b} + lane // {lanes_a}) * {k}",
         "    src_next = col_src[0]",
         "    dst_next = row_dst[0]",
-        "    t = cuda.blockIdx.x",
-        "    while t < n_tiles:",
-        "        tile_col = t % tiles_cols",
-        "        rest = t // tiles_cols",
-        "        tile_row = rest % tiles_rows",
-        "        rest = rest // tiles_rows",
-        "        dst_base = dst",
-        "        src_base = src",
     ]
-    for j in range(batch_ndim - 1, -1, -1):
-        lines += [
-            f"        quotient = rest // batch_shape[{j}]",
-            f"        position = rest - quotient * batch_shape[{j}]",
-            f"        dst_base += position * batch_dst[{j}]",
-            f"        src_base += position * batch_src[{j}]",
-            "        rest = quotient",
-        ]
+    lines += _tile_walk_code(batch_ndim)
     lines += [
         f"        a = tile_row * {tile_a} + a_in",
         f"        b = tile_col * {tile_b} + b_in",
