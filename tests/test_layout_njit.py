@@ -34,46 +34,8 @@ def _properties(layout):
     )
 
 
-def _python_properties(layout):
-    return (
-        layout.ndim,
-        layout.shape,
-        layout.strides,
-        layout.itemsize,
-        layout.slice_offset,
-        layout.volume,
-        layout.offset_bounds,
-        layout.min_offset,
-        layout.max_offset,
-        layout.is_contiguous_c,
-        layout.is_contiguous_f,
-        layout.is_contiguous_any,
-        layout.is_dense,
-        layout.stride_order,
-        layout.flattened_axis_mask(),
-        layout.strides_in_bytes,
-        layout.slice_offset_in_bytes,
-    )
-
-
 @njit(cache=True)
 def _transforms_3d(layout):
-    return (
-        layout.permuted((2, 0, 1)),
-        layout.permuted((-1, 1, 0)),
-        layout[1:, ::-2, None],
-        layout[..., 0],
-        layout.sliced((0, Ellipsis)),
-        layout.broadcast_to((2,) + layout.shape),
-        layout.unsqueezed(1),
-        layout.unsqueezed((0, -1)),
-        layout.to_dense(),
-        layout.to_dense("C"),
-        layout.to_dense("F"),
-    )
-
-
-def _python_transforms_3d(layout):
     return (
         layout.permuted((2, 0, 1)),
         layout.permuted((-1, 1, 0)),
@@ -98,10 +60,11 @@ layouts_3d = st.builds(
 )
 
 
+# ``f.py_func`` is the same function run by the Python interpreter on the Python class.
 @settings(max_examples=60, deadline=None)
 @given(layouts_3d)
 def test_properties_match_python(layout):
-    assert _properties(layout) == _python_properties(layout)
+    assert _properties(layout) == _properties.py_func(layout)
 
 
 @settings(max_examples=60, deadline=None)
@@ -109,7 +72,7 @@ def test_properties_match_python(layout):
 def test_transforms_match_python(layout):
     if layout.shape[0] == 0:
         return  # layout[..., 0] and [0, ...] need a non-empty first axis
-    assert _transforms_3d(layout) == _python_transforms_3d(layout)
+    assert _transforms_3d(layout) == _transforms_3d.py_func(layout)
 
 
 @njit(cache=True)
@@ -136,7 +99,7 @@ def test_zero_d_and_zero_volume():
     zero_d = StridedLayout((), (), 4)
     assert _zero_d(zero_d) == (1, (0, 0), zero_d.unsqueezed(0), zero_d[None])
     empty = StridedLayout.dense((3, 0, 2), 4)
-    assert _properties(empty) == _python_properties(empty)
+    assert _properties(empty) == _properties.py_func(empty)
 
 
 @njit(cache=True)
