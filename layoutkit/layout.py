@@ -120,10 +120,12 @@ def _normalize_permutation(order, ndim, name):
         raise ValueError(
             f"{name} {order} has {len(order)} entries; the layout has {ndim} dimensions"
         )
-    axes = tuple(_normalize_axis(a, ndim, name) for a in order)
-    if len(set(axes)) != ndim:
-        raise ValueError(f"{name} {order} repeats an axis")
-    return axes
+    axes = tuple([a + ndim if a < 0 else a for a in order])
+    if len(set(axes)) == ndim and (not axes or (min(axes) >= 0 and max(axes) < ndim)):
+        return axes
+    for a in order:  # name the first bad entry
+        _normalize_axis(a, ndim, name)
+    raise ValueError(f"{name} {order} repeats an axis")
 
 
 def _overflow(status, what):
@@ -265,8 +267,6 @@ class StridedLayout:
         self._is_unique = True if flags & 8 else None  # None: settled exactly on first use
         self._mask = mask & 0xFFFF_FFFF_FFFF_FFFF  # the kernel's int64 read as uint64 (bit 63)
         self._order = tuple(order)
-        size = self._itemsize
-        self._strides_in_bytes = tuple([s * size for s in self._strides])
 
     def _memo_get(self, name, arg):
         memo = self._memo
@@ -396,7 +396,15 @@ class StridedLayout:
         doc="Element offset of index ``(0, ..., 0)`` (made non-zero by slicing or repacking).",
     )
 
-    strides_in_bytes = property(operator.attrgetter("_strides_in_bytes"), doc="Strides in bytes.")
+    @property
+    def strides_in_bytes(self):
+        """Strides in bytes."""
+        try:
+            return self._strides_in_bytes
+        except AttributeError:  # first use: the slot is still empty
+            size = self._itemsize
+            value = self._strides_in_bytes = tuple([s * size for s in self._strides])
+            return value
 
     @property
     def slice_offset_in_bytes(self):
