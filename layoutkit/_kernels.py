@@ -157,9 +157,11 @@ def is_contiguous_along(lay, n, order, base):
 
 
 @njit(cache=True)
-def is_contiguous_c(lay, n):
+def _is_contiguous_in_index_order(lay, n, fortran):
+    """Contiguity with the last axis fastest (C) or the first axis fastest (Fortran)."""
     expected = 1
-    for ax in range(n - 1, -1, -1):
+    for k in range(n):
+        ax = k if fortran else n - 1 - k
         e = lay[ax]
         if e == 1:
             continue
@@ -170,16 +172,15 @@ def is_contiguous_c(lay, n):
 
 
 @njit(cache=True)
+def is_contiguous_c(lay, n):
+    """C-contiguity: the last axis fastest; extent-1 axes may have any stride."""
+    return _is_contiguous_in_index_order(lay, n, False)
+
+
+@njit(cache=True)
 def is_contiguous_f(lay, n):
-    expected = 1
-    for ax in range(n):
-        e = lay[ax]
-        if e == 1:
-            continue
-        if lay[n + ax] != expected:
-            return False
-        expected *= e
-    return True
+    """Fortran contiguity: the first axis fastest; extent-1 axes may have any stride."""
+    return _is_contiguous_in_index_order(lay, n, True)
 
 
 @njit(cache=True)
