@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from _copy_cases import copy_cases, expected_bytes
+from helpers.copy_cases import copy_cases, expected_bytes
 from hypothesis import given, settings
 
 import layoutkit

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _copy_cases import copy_cases, expected_bytes
+from helpers.copy_cases import copy_cases, expected_bytes
 from hypothesis import given, settings
 
 from layoutkit import _driver

@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def _random_case(rng):
-    from _copy_cases import ITEMSIZES, strided_view
+    from helpers.copy_cases import ITEMSIZES, strided_view
 
     itemsize = int(rng.choice(ITEMSIZES))
     ndim = int(rng.integers(0, 5))

@@ -56,7 +56,7 @@ def test_kernels_run_in_the_simulator():
     ids=["contiguous", "negative-step", "transposed", "broadcast"],
 )
 def test_scaled_copy(make_source):
-    from view_kernels import scaled_copy
+    from helpers.kernels import scaled_copy
 
     source = make_source(np.arange(30.0).reshape(5, 6))
     destination = np.zeros(source.shape)
@@ -66,7 +66,7 @@ def test_scaled_copy(make_source):
 
 @in_simulator
 def test_scaled_copy_into_a_strided_destination():
-    from view_kernels import scaled_copy
+    from helpers.kernels import scaled_copy
 
     source = np.arange(12.0).reshape(3, 4)
     base = np.zeros((6, 9))
@@ -79,7 +79,7 @@ def test_scaled_copy_into_a_strided_destination():
 
 @in_simulator
 def test_derived_views_and_attributes():
-    from view_kernels import derived_views, expected_derived
+    from helpers.kernels import derived_views, expected_derived
 
     from layoutkit.layout import StridedLayout
 
@@ -92,7 +92,7 @@ def test_derived_views_and_attributes():
 
 @in_simulator
 def test_store_into_read_only_view_fails():
-    from view_kernels import store_into
+    from helpers.kernels import store_into
 
     array = np.zeros(3)
     array.setflags(write=False)
@@ -112,7 +112,7 @@ def test_store_into_read_only_view_fails():
     ],
 )
 def test_reads_and_writes_match_numpy(shape, index, order):
-    from view_kernels import blocks_for, flat_kernel
+    from helpers.kernels import blocks_for, flat_kernel
 
     base = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
     array = base[(*index, ...)].transpose(order)

@@ -61,7 +61,7 @@ CASES = [random_case(np.random.default_rng(seed)) for seed in range(40)]
 
 @pytest.mark.parametrize("case", CASES, ids=[f"case{k}" for k in range(len(CASES))])
 def test_random_layouts_read_and_write_what_numpy_predicts(case):
-    from view_kernels import blocks_for, flat_kernel
+    from helpers.kernels import blocks_for, flat_kernel
 
     shape, index, order, broadcast = case
     base = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
@@ -93,7 +93,7 @@ def test_random_layouts_read_and_write_what_numpy_predicts(case):
 
 
 def test_derived_views_match_numpy():
-    from view_kernels import derived_views, expected_derived
+    from helpers.kernels import derived_views, expected_derived
 
     base = np.arange(42.0).reshape(6, 7)
     buffer, _ = device_copy_of(base)
@@ -110,7 +110,7 @@ def test_derived_views_match_numpy():
 )
 def test_cupy_arrays_passed_directly(index):
     cupy = pytest.importorskip("cupy")
-    from view_kernels import scaled_copy
+    from helpers.kernels import scaled_copy
 
     source = cupy.arange(60, dtype=cupy.float32).reshape(6, 10)[index]
     destination = cupy.zeros((10, 6), dtype=cupy.float32).T[:, :3]
@@ -120,7 +120,7 @@ def test_cupy_arrays_passed_directly(index):
 
 def test_torch_tensors_passed_directly():
     torch = pytest.importorskip("torch")
-    from view_kernels import scaled_copy
+    from helpers.kernels import scaled_copy
 
     source = torch.arange(60, dtype=torch.float32, device="cuda").reshape(6, 10)[:, 1::3]
     destination = torch.zeros((10, 6), dtype=torch.float32, device="cuda").T[:, :3]
@@ -130,7 +130,7 @@ def test_torch_tensors_passed_directly():
 
 
 def test_plain_numba_kernel_with_the_extension():
-    from view_kernels import scaled_copy_source
+    from helpers.kernels import scaled_copy_source
 
     kernel = cuda.jit(scaled_copy_source, extensions=[layoutkit.cuda.extension])
     base = np.arange(20.0).reshape(4, 5)
@@ -144,7 +144,7 @@ def test_plain_numba_kernel_with_the_extension():
 
 
 def test_prepared_launch_relaunches_with_new_views():
-    from view_kernels import scaled_copy
+    from helpers.kernels import scaled_copy
 
     layout = StridedLayout.dense((8, 8), 4)
     first = np.arange(64, dtype=np.float32).reshape(8, 8)
@@ -180,7 +180,7 @@ def test_bounds_checked_kernel_reports_index_error():
 
 
 def test_host_only_view_is_refused_at_launch():
-    from view_kernels import scaled_copy
+    from helpers.kernels import scaled_copy
 
     host = StridedMemoryView.from_array_interface(np.zeros((2, 2)))
     with pytest.raises(ValueError, match="argument 0: a host-only view"):
@@ -188,7 +188,7 @@ def test_host_only_view_is_refused_at_launch():
 
 
 def test_closed_buffer_is_refused_at_launch():
-    from view_kernels import scaled_copy
+    from helpers.kernels import scaled_copy
 
     buffer, _ = device_copy_of(np.zeros((2, 2)))
     view = device_view(buffer, StridedLayout.dense((2, 2), 8), np.float64)
@@ -218,7 +218,7 @@ def test_device_view_is_refused_by_njit():
 def test_view_of_another_device_is_refused():
     if _driver.device_count() < 2:
         pytest.skip("needs two GPUs")
-    from view_kernels import scaled_copy
+    from helpers.kernels import scaled_copy
 
     buffer = DeviceMemoryResource(1).allocate(32)
     view = device_view(buffer, StridedLayout.dense((2, 2), 8), np.float64)

@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
+from helpers.strategies import layouts
 from hypothesis import given, settings
-from layout_strategies import layouts
 
 from layoutkit import StridedLayout
 from layoutkit._display import MAX_CELLS, layout_html, layout_svg, view_html

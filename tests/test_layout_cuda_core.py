@@ -12,9 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from layout_strategies import (
+from helpers.strategies import (
     assert_same_mapping,
     basic_indices,
     broadcast_targets,
@@ -28,6 +26,8 @@ from layout_strategies import (
     shapes,
     strides_values,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from layoutkit import AxisError, StridedLayout
 

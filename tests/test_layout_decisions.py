@@ -6,9 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
-from layout_strategies import (
+from helpers.strategies import (
     itemsizes,
     layout_offsets,
     layouts,
@@ -16,6 +14,8 @@ from layout_strategies import (
     permutations_of,
     reshape_targets,
 )
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import layoutkit
 from layoutkit import AxisError, StridedLayout

@@ -10,9 +10,9 @@ can reach compiled code with a value it cannot handle).
 import pickle
 
 import pytest
+from helpers.strategies import assert_properties, layouts
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from layout_strategies import assert_properties, layouts
 
 from layoutkit import AxisError, StridedLayout
 

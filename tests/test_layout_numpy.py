@@ -1,7 +1,7 @@
 """StridedLayout against NumPy: every transform agrees with the same operation on a view.
 
 Each test applies one operation to a random layout and to a NumPy view with that layout
-(values are element offsets, see ``layout_strategies``) and checks that the results map
+(values are element offsets, see ``helpers.strategies``) and checks that the results map
 every index to the same offset, with the same shape, strides, flags and bounds. Where
 NumPy refuses an operation (a reshape that needs a copy, an impossible broadcast), the
 layout must refuse it too.
@@ -9,9 +9,7 @@ layout must refuse it too.
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-from layout_strategies import (
+from helpers.strategies import (
     address,
     assert_canonical_if_empty,
     assert_properties,
@@ -30,6 +28,8 @@ from layout_strategies import (
     reshape_targets,
     shapes,
 )
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from layoutkit import StridedLayout
 
