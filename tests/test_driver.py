@@ -81,7 +81,7 @@ def test_classify_pointer(memory_type, managed, ordinal, expected):
 
 def test_classify_pointer_accepts_driver_enums():
     info = _driver.classify_pointer(driver.CUmemorytype.CU_MEMORYTYPE_DEVICE, 0, 2)
-    assert info == _driver.PointerInfo(2, True, False, False)
+    assert info == _driver.Location(2, True, False, False)
 
 
 @pytest.mark.parametrize("memory_type", [3, 4, 99])
@@ -189,17 +189,17 @@ def test_not_initialized_triggers_one_cuinit_and_a_retry(fake):
         (CUresult.CUDA_SUCCESS, [driver.CUmemorytype.CU_MEMORYTYPE_HOST, False, 4294967294]),
     ]
     script(fake, "cuPointerGetAttributes", lambda n, attrs, ptr: answers.pop(0))
-    assert _driver.pointer_info(0x1000) == _driver.PointerInfo(1, True, False, False)
+    assert _driver.pointer_info(0x1000) == _driver.Location(1, True, False, False)
     assert fake.count("cuInit") == 1
     assert fake.count("cuPointerGetAttributes") == 2
-    assert _driver.pointer_info(0x2000) == _driver.PointerInfo(-2, True, True, False)
+    assert _driver.pointer_info(0x2000) == _driver.Location(-2, True, True, False)
     assert fake.count("cuInit") == 1
 
 
 def test_pointer_info_asks_for_type_managed_flag_and_ordinal_in_one_call(fake):
     script(fake, "cuPointerGetAttributes",
            lambda n, attrs, ptr: (CUresult.CUDA_SUCCESS, [0, False, 4294967294]))
-    assert _driver.pointer_info(0xABC) == _driver.PointerInfo(-1, False, True, False)
+    assert _driver.pointer_info(0xABC) == _driver.Location(-1, False, True, False)
     (name, (count, attributes, ptr)), = fake.calls
     attribute = driver.CUpointer_attribute
     assert (name, count, ptr) == ("cuPointerGetAttributes", 3, 0xABC)

@@ -11,7 +11,13 @@ import weakref
 import numpy as np
 import pytest
 
-from layoutkit import Buffer, StridedLayout, StridedMemoryView, args_viewable_as_strided_memory
+from layoutkit import (
+    Buffer,
+    StridedLayout,
+    StridedMemoryView,
+    _driver,
+    args_viewable_as_strided_memory,
+)
 from layoutkit.interop import dlpack
 
 _BASE = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
@@ -231,8 +237,10 @@ def test_from_buffer_bad_arguments(host_buffer):
     layout = StridedLayout.dense((12,), 4)
     with pytest.raises(TypeError, match="buffer must be a layoutkit Buffer, got ndarray"):
         StridedMemoryView.from_buffer(a, layout)
+    with pytest.raises(ValueError, match="needs itemsize or dtype"):
+        StridedMemoryView.from_buffer(buffer, (12,))  # the shape form needs an itemsize
     with pytest.raises(TypeError, match="layout must be a StridedLayout, got tuple"):
-        StridedMemoryView.from_buffer(buffer, (12,))
+        StridedMemoryView.from_buffer(buffer, layout=(12,))
     with pytest.raises(
         ValueError, match="dtype float64 has itemsize 8 but the layout's itemsize is 4"
     ):
@@ -380,7 +388,8 @@ class FakeInterface:
     [
         ({"version": 2}, BufferError, "version 2; version 3 or newer"),
         ({"mask": np.ones(4, bool)}, BufferError, "has a mask"),
-        ({"data": ("x", False)}, BufferError, "not a \\(pointer, read-only\\) pair"),
+        ({"data": ("x", False)}, BufferError, "pointer 'x' is not an integer"),
+        ({"data": (8,)}, BufferError, "not a \\(pointer, read-only\\) pair"),
         ({"data": (-5, False)}, BufferError, "is not an address"),
         ({"data": (0, False)}, BufferError, "null data pointer but 4 elements"),
         ({"typestr": "<z4"}, TypeError, "is not a dtype"),
@@ -550,10 +559,8 @@ def test_no_leak_over_100000_capsule_round_trips():
 # ----------------------------------------------------------------------------- device kinds
 def _known_buffer(array, *, device_id, device, host, managed=False):
     """A buffer over host memory that claims another location (no driver needed)."""
-    return Buffer._from_known(
-        data_pointer(array), array.nbytes, owner=array, device_id=device_id,
-        is_device_accessible=device, is_host_accessible=host, is_managed=managed,
-    )  # fmt: skip
+    location = _driver.Location(device_id, device, host, managed)
+    return Buffer._from_known(data_pointer(array), array.nbytes, owner=array, location=location)
 
 
 @pytest.mark.parametrize(
@@ -609,10 +616,18 @@ def test_array_interface_views_take_any_plain_dtype():
 
 
 def test_dlpack_strides_divided_as_unsigned_are_read_back_signed():
-    """CuPy 14 exports byte stride -12 of a float32 array as (2**64 - 12) // 4."""
-    from layoutkit.memoryview import _layout_of_dlpack
+    """CuPy 14 exports byte stride -12 of a float32 array as (2**64 - 12) // 4.
 
-    layout = _layout_of_dlpack((6, 3), (2**62 - 3, 1), 4)
-    assert layout.strides == (-3, 1) and layout.slice_offset == 15
-    with pytest.raises(OverflowError, match="does not fit in int64 bytes"):
-        _layout_of_dlpack((2,), (2**62 - 3,), 3)  # 2**64 is no multiple of 3: no repair
+    Only for CuPy producers, and only such values exactly: anything else is refused.
+    """
+    from helpers.producers import Producer
+
+    a = np.arange(18, dtype=np.float32).reshape(6, 3)
+    CuPyLike = type("ndarray", (Producer,), {"__module__": "cupy._core.core"})
+    view = StridedMemoryView.from_dlpack(CuPyLike(a[::-1], strides=(2**62 - 3, 1)), -1)
+    assert view.layout.strides == (-3, 1) and view.layout.slice_offset == 15
+    np.testing.assert_array_equal(np.from_dlpack(view), a[::-1])
+    with pytest.raises(OverflowError, match="int64"):
+        StridedMemoryView.from_dlpack(Producer(a[::-1], strides=(2**62 - 3, 1)), -1)
+    with pytest.raises(OverflowError, match="int64"):  # 2**64 is no multiple of 3: no repair
+        StridedMemoryView.from_dlpack(CuPyLike(a[::-1], strides=(2**62 + 3, 1)), -1)
