@@ -36,7 +36,7 @@ from ._native import (
     capsule_fields,
     set_capsule_name,
 )
-from .record import ImportRecord, check_pointer, import_layout
+from .record import ImportRecord, checked_layout
 
 __all__ = [
     "DLPACK_VERSION",
@@ -424,15 +424,20 @@ def fields_record(data, byte_offset, device, dtype_triple, padded, shape, stride
             f"{what} has data {data:#x} + byte_offset {byte_offset}, beyond the 64-bit "
             "address space"
         )
-    itemsize = dtype.itemsize
-    if strides is not None and type(exporter).__module__.startswith("cupy"):
-        strides = _cupy14_strides(strides, itemsize)
-    layout = import_layout(shape, strides, itemsize, False, what)
-    check_pointer(ptr, layout, what)
-    return ImportRecord(ptr, layout, dtype, location, readonly, exporter, owner, device)
+    try:
+        layout = checked_layout(shape, strides, dtype.itemsize, False, ptr, what)
+    except OverflowError:
+        repaired = _cupy14_strides(exporter, strides, dtype.itemsize)
+        if repaired is strides:
+            raise
+        layout = checked_layout(shape, repaired, dtype.itemsize, False, ptr, what)
+    return _new_record(
+        ImportRecord, (ptr, layout, dtype, location, readonly, exporter, owner, device)
+    )
 
 
 _LOCATIONS = {(kDLCPU, 0): HOST}
+_new_record = tuple.__new__
 _DTYPES = {
     (code, bits, 1): from_dlpack_dtype(code, bits, 1)
     for code, bits in ((0, 8), (0, 16), (0, 32), (0, 64), (1, 8), (1, 16), (1, 32), (1, 64),
@@ -440,28 +445,30 @@ _DTYPES = {
 }  # fmt: skip
 
 
-def _cupy14_strides(strides, itemsize):
+def _cupy14_strides(exporter, strides, itemsize):
     """Undo CuPy 14's unsigned division of a negative byte stride; other strides are kept.
 
     CuPy 14 exports the DLPack stride of a negative byte stride ``b`` (a multiple of the
     itemsize) as ``(2**64 + b) // itemsize``, a value whose byte stride does not fit in
-    int64. Only such values, exactly, are read back as the stride ``b // itemsize`` they
-    encode; anything else is left for the layout checks to refuse.
+    int64. Only for CuPy arrays, and only such values, exactly, are read back as the
+    stride ``b // itemsize`` they encode; anything else is left for the layout checks to
+    refuse (the same ``strides`` object is returned when nothing changes).
 
     Examples
     --------
-    >>> _cupy14_strides((2**62 - 3, 1), 4)
+    >>> CuPyArray = type("ndarray", (), {"__module__": "cupy._core.core"})
+    >>> _cupy14_strides(CuPyArray(), (2**62 - 3, 1), 4)
     (-3, 1)
-    >>> _cupy14_strides((2**62 + 5,), 4)  # not what CuPy makes of a negative stride
+    >>> _cupy14_strides(CuPyArray(), (2**62 + 5,), 4)  # not what CuPy makes of a stride
     (4611686018427387909,)
     """
-    if itemsize == 1 or 2**64 % itemsize:  # itemsize 1: the signed read is already right
-        return strides
+    module = type(exporter).__module__ or ""
+    if strides is None or not module.startswith("cupy") or itemsize == 1 or 2**64 % itemsize:
+        return strides  # itemsize 1: the signed read is already right
     wrap = 2**64 // itemsize
     limit = _INT64_MAX // itemsize
-    return tuple(
-        s - wrap if limit < s < wrap and (wrap - s) <= limit else s for s in strides
-    )
+    repaired = tuple(s - wrap if limit < s < wrap and (wrap - s) <= limit else s for s in strides)
+    return strides if repaired == strides else repaired
 
 
 # ----------------------------------------------------------------------------------- export

@@ -42,7 +42,7 @@ from .._dtypes import is_numpy_dlpack_dtype, to_dlpack_dtype
 from .dlpack import consumer_stream, import_dlpack, location_of
 from .exchange import exchange_api, exchange_record
 from .host import ndarray_record
-from .record import ImportRecord, import_layout
+from .record import ImportRecord, checked_layout
 
 __all__ = ["fast_record", "reader_for", "register"]
 
@@ -59,6 +59,10 @@ def _numpy(array, stream_ptr, dlpack_only):
 
 
 def _torch(tensor, stream_ptr, dlpack_only):
+    # torch's exchange functions ignore autograd and the lazy conjugate/negative bits:
+    # such tensors go through __dlpack__, which refuses or resolves them
+    if tensor.requires_grad or tensor.is_conj() or tensor.is_neg():
+        return None
     return exchange_record(tensor, exchange_api(type(tensor)), stream_ptr, True)
 
 
@@ -72,9 +76,9 @@ def _cupy(array, stream_ptr, dlpack_only):
     if stream is None or cupy is None:
         return None  # ambiguous (the protocol raises), or not CuPy's own ndarray
 
-    memory = array.data
+    ptr = array.data.ptr
     dtype = array.dtype
-    layout = import_layout(array.shape, array.strides, dtype.itemsize, True, "CuPy array")
+    layout = checked_layout(array.shape, array.strides, dtype.itemsize, True, ptr, "CuPy array")
     device = array.__dlpack_device__()
     location = location_of(device)
     if stream != -1 and device[0] == 2:  # kDLCUDA: CuPy's current stream before the consumer's
@@ -82,7 +86,7 @@ def _cupy(array, stream_ptr, dlpack_only):
         from .cai import driver_stream
 
         order_after(driver_stream(stream), driver_stream(cupy.cuda.get_current_stream().ptr))
-    return ImportRecord(memory.ptr, layout, dtype, location, False, array, array, tuple(device))
+    return ImportRecord(ptr, layout, dtype, location, False, array, array, tuple(device))
 
 
 def _jax(array, stream_ptr, dlpack_only):

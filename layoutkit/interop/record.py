@@ -36,6 +36,7 @@ __all__ = [
     "HOST",
     "ImportRecord",
     "check_pointer",
+    "checked_layout",
     "import_layout",
     "int_entries",
 ]
@@ -83,19 +84,34 @@ class ImportRecord(NamedTuple):
     dl_device: tuple | None
 
 
-_layouts = {}
+_layouts = {}  # (shape, strides, itemsize, strides_in_bytes) -> (layout, lead, size)
 
 
 def _build(shape, strides, itemsize, strides_in_bytes):
     layout = StridedLayout(shape, strides, itemsize, divide_strides=strides_in_bytes)
     low = layout.min_offset
-    if low >= 0 or layout.volume == 0:
-        return layout
-    # the layout addresses elements before (0, ..., 0): move it so its lowest byte is 0
-    span = (layout.max_offset - low + 1) * itemsize
-    if span > _INT64_MAX:
-        raise OverflowError(f"{layout!r} spans {span} bytes, more than int64 allows")
-    return StridedLayout._trusted(layout.shape, layout.strides, itemsize, -low)
+    if low < 0 and layout.volume:
+        # the layout addresses elements before (0, ..., 0): move it so its lowest byte is 0
+        span = (layout.max_offset - low + 1) * itemsize
+        if span > _INT64_MAX:
+            raise OverflowError(f"{layout!r} spans {span} bytes, more than int64 allows")
+        layout = StridedLayout._trusted(layout.shape, layout.strides, itemsize, -low)
+    lead = layout.slice_offset * itemsize  # bytes from the buffer's start to (0, ..., 0)
+    return layout, lead, (layout.max_offset + 1) * itemsize
+
+
+def _entry(shape, strides, itemsize, strides_in_bytes, what):
+    key = (shape, strides, itemsize, strides_in_bytes)
+    entry = _layouts.get(key)
+    if entry is None:
+        try:
+            entry = _build(shape, strides, itemsize, strides_in_bytes)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise type(exc)(f"{what}: {exc}") from None
+        if len(_layouts) >= _CACHE_LIMIT:
+            _layouts.clear()
+        _layouts[key] = entry
+    return entry
 
 
 def import_layout(shape, strides, itemsize, strides_in_bytes, what):
@@ -123,16 +139,26 @@ def import_layout(shape, strides, itemsize, strides_in_bytes, what):
     OverflowError
         When a value, the volume or the span does not fit in int64.
     """
-    key = (shape, strides, itemsize, strides_in_bytes)
-    layout = _layouts.get(key)
-    if layout is None:
-        try:
-            layout = _build(shape, strides, itemsize, strides_in_bytes)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise type(exc)(f"{what}: {exc}") from None
-        if len(_layouts) >= _CACHE_LIMIT:
-            _layouts.clear()
-        _layouts[key] = layout
+    return _entry(shape, strides, itemsize, strides_in_bytes, what)[0]
+
+
+def checked_layout(shape, strides, itemsize, strides_in_bytes, ptr, what):
+    """:func:`import_layout` and :func:`check_pointer` for element ``(0, ..., 0)`` at ``ptr``.
+
+    Examples
+    --------
+    >>> checked_layout((2, 3), (3, -1), 8, False, 4096, "x").slice_offset
+    2
+    >>> checked_layout((2,), (-1,), 8, False, 4, "x")
+    Traceback (most recent call last):
+    ...
+    BufferError: x: its 16 bytes at -0x4 reach beyond the 64-bit address space
+    """
+    layout, lead, size = _entry(shape, strides, itemsize, strides_in_bytes, what)
+    base = ptr - lead
+    if ptr and base >= 0 and base + size <= _ADDRESS_LIMIT:
+        return layout
+    check_pointer(ptr, layout, what)  # raises, unless a null pointer without elements
     return layout
 
 
