@@ -59,10 +59,15 @@ def _numpy(array, stream_ptr, dlpack_only):
 
 
 def _torch(tensor, stream_ptr, dlpack_only):
-    # torch's exchange functions ignore autograd and the lazy conjugate/negative bits:
-    # such tensors go through __dlpack__, which refuses or resolves them
-    if tensor.requires_grad or tensor.is_conj() or tensor.is_neg():
-        return None
+    # torch's exchange functions ignore autograd and the lazy conjugate and negative bits;
+    # __dlpack__ refuses the first two, and exports the third as if it were not set
+    if tensor.requires_grad or tensor.is_conj():
+        return None  # torch's own refusal
+    if tensor.is_neg():
+        raise BufferError(
+            "the torch tensor has its negative bit set (its memory holds the values negated); "
+            "call tensor.resolve_neg() first"
+        )
     return exchange_record(tensor, exchange_api(type(tensor)), stream_ptr, True)
 
 
