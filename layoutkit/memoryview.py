@@ -529,52 +529,53 @@ class StridedMemoryView:
         if buffer is not None and buffer.is_closed:
             raise BufferError(f"{operation}: the view's buffer is closed; there is no memory")
 
-    def _host_layout(self, operation):
+    def _element_address(self, index, operation):
+        """Address of the element ``index`` names, or ``None`` when it names a sub-view."""
+        record = self._record
+        layout = record.layout
+        sub = layout.sliced(index)
+        if sub.ndim or not _all_integers(index, layout.ndim):
+            return sub, None
         self._check_open(operation)
         if not self._where()[2]:
             raise ValueError(
                 f"{operation}: the view is device memory (device {self.device_id}), which the "
                 "host cannot read; copy it to host memory, or index it inside a kernel"
             )
-        record = self._record
         if record.dtype is None:
             raise TypeError(f"{operation}: the view has no dtype; make one with view(dtype=...)")
-        return record.layout
+        return sub, record.ptr + (sub.slice_offset - layout.slice_offset) * layout.itemsize
 
     def __getitem__(self, index):
         """``v[i, j]``: the element (a NumPy scalar); slices, ``None``, ``...``: a view.
 
         Indices follow NumPy's basic indexing (negative indices count from the end); an
-        index outside its extent raises ``AxisError`` (an ``IndexError``). Host memory
-        only: device views raise ``ValueError``.
+        index outside its extent raises ``AxisError`` (an ``IndexError``). Elements are
+        read from host memory only: device views raise ``ValueError`` (their sub-views
+        are views as any other).
         """
-        layout = self._host_layout("indexing")
-        sub = layout.sliced(index)
-        if sub.ndim or not _all_integers(index, layout.ndim):
+        sub, address = self._element_address(index, "indexing")
+        if address is None:
             return self.view(sub)
-        record = self._record
-        address = record.ptr + (sub.slice_offset - layout.slice_offset) * layout.itemsize
-        return np.frombuffer(MEMORY, record.dtype, 1, address)[0]
+        return np.frombuffer(MEMORY, self._record.dtype, 1, address)[0]
 
     def __setitem__(self, index, value):
         """``v[i, j] = x`` stores one element (cast to the dtype); ``v[1:] = x`` copies.
 
-        Host memory only; read-only views raise ``ValueError``. A slice assignment copies
-        ``x`` (a view, an array or a scalar, broadcast as NumPy does) with
-        :func:`layoutkit.copy`.
+        Host memory only for elements; read-only views raise ``ValueError``. A slice
+        assignment copies ``x`` (a view, an array or a scalar, broadcast as NumPy does)
+        with :func:`layoutkit.copy`.
         """
-        layout = self._host_layout("item assignment")
         record = self._record
         if record.readonly:
             raise ValueError("item assignment: the view is read-only")
-        sub = layout.sliced(index)
-        if sub.ndim or not _all_integers(index, layout.ndim):
+        sub, address = self._element_address(index, "item assignment")
+        if address is None:
             from .copy import copy
 
             source = value if _is_array_like(value) else np.asarray(value, dtype=record.dtype)
             copy(self.view(sub), source)
             return
-        address = record.ptr + (sub.slice_offset - layout.slice_offset) * layout.itemsize
         np.frombuffer(WRITABLE_MEMORY, record.dtype, 1, address)[0] = value
 
     def __len__(self):

@@ -253,7 +253,8 @@ def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
 
     A view without a dtype is described as raw ``itemsize``-byte void elements. An
     ml_dtypes type (bfloat16, float8, ...), whose ``typestr`` can only say ``|V<n>``,
-    is given as the dtype itself in ``descr``, which NumPy reads back as that type.
+    is described as ``|V<n>`` with the dtype itself as ``descr``, which NumPy reads back
+    as that type.
 
     Examples
     --------
@@ -263,11 +264,14 @@ def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
     """
     if dtype is None:
         dtype = np.dtype(f"V{itemsize}")
-    descr = dtype if dtype.kind == "V" and is_ml_dtype(dtype) else dtype.descr
+    if dtype.isbuiltin == 2 and is_ml_dtype(dtype):  # a user-defined type, e.g. '<f1'
+        typestr, descr = f"|V{itemsize}", dtype
+    else:
+        typestr, descr = dtype.str, dtype.descr
     return {
         "version": 3,
         "shape": shape,
-        "typestr": dtype.str,
+        "typestr": typestr,
         "descr": descr,
         "data": (ptr, readonly),
         "strides": strides_in_bytes,
