@@ -5,9 +5,11 @@ independently of ``layoutkit.interop.dlpack``'s ``struct`` formats, and count ho
 their deleter runs.
 """
 
+import contextlib
 import ctypes
 import gc
 import sys
+import tracemalloc
 import weakref
 
 import numpy as np
@@ -444,3 +446,82 @@ def test_dlpack_layouts_match_the_checked_constructor():
             view.layout.offset_bounds == (0, expected.max_offset - expected.min_offset)
             or array.size == 0
         )
+
+
+# ----------------------------------------------------------------------------- issue 9: checks
+@pytest.mark.parametrize(
+    ("fields", "error", "message"),
+    [
+        ({"ndim": -1, "shape": ()}, BufferError, "ndim -1"),
+        ({"ndim": 65, "shape": ()}, BufferError, "ndim 65"),
+        ({"data": 2**64 - 8, "byte_offset": 16}, BufferError, "beyond the 64-bit address space"),
+        ({"data": 2**64 - 8}, BufferError, "reach beyond the 64-bit address space"),
+        ({"data": 8, "strides": (-1,)}, BufferError, "reach beyond the 64-bit address space"),
+        ({"dtype": (2, 32, 2)}, BufferError, "lanes != 1"),
+        ({"dtype": (2, 0, 1)}, TypeError, "no NumPy equivalent"),
+        ({"shape": (3,), "strides": (2**61,)}, OverflowError, "int64"),
+        ({"shape": (3,), "strides": (-(2**61),)}, OverflowError, "int64"),
+        ({"shape": (2**62, 4)}, OverflowError, "int64"),
+    ],
+    ids=str,
+)
+def test_hostile_dlpack_fields_are_refused_and_the_deleter_runs_once(fields, error, message):
+    a = np.arange(3.0)
+    producer = Producer(a, **fields)
+    with pytest.raises(error, match=message):
+        StridedMemoryView.from_dlpack(producer, -1)
+    gc.collect()
+    assert producer.deleted == 1
+
+
+def test_byte_offset_of_zero_size_tensors_is_harmless():
+    view = StridedMemoryView.from_dlpack(Producer(np.zeros(0), data=0, byte_offset=0), -1)
+    assert view.ptr == 0 and view.size == 0
+
+
+def test_export_that_cannot_be_packed_allocates_nothing_and_keeps_the_exporter():
+    exporter = object()
+    references = sys.getrefcount(exporter)
+    for ptr, shape in ((2**64, (1,)), (-1, (1,)), (4096, (2**63,))):
+        with pytest.raises(BufferError, match="cannot describe the tensor in DLPack"):
+            dlpack.export_capsule(exporter, ptr, shape, (1,), (2, 32, 1), (1, 0), 0, True)
+    assert sys.getrefcount(exporter) == references
+
+    def failing_export():
+        with contextlib.suppress(BufferError):
+            dlpack.export_capsule(exporter, 4096, (2**63,), (1,), (2, 32, 1), (1, 0), 0, True)
+
+    failing_export()
+    tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    for _ in range(10_000):
+        failing_export()
+    gc.collect()
+    growth = tracemalloc.get_traced_memory()[0] - start
+    tracemalloc.stop()
+    assert growth < 16 * 1024, f"{growth} bytes still allocated after 10,000 failed exports"
+
+
+def test_consumer_stream_is_the_one_stream_reading():
+    class CuPyStream:
+        ptr = 4096
+
+    class CudaStream:
+        def __cuda_stream__(self):
+            return (0, 8192)
+
+    assert dlpack.consumer_stream(None) is None
+    assert dlpack.consumer_stream(np.int64(-1)) == -1
+    assert dlpack.consumer_stream(CuPyStream()) == 4096
+    assert dlpack.consumer_stream(CudaStream()) == 8192
+    for bad in (True, 1.0, "1", -2, object()):
+        with pytest.raises(TypeError, match="must be a stream handle"):
+            dlpack.consumer_stream(bad)
+
+
+def test_managed_imports_from_cupy_like_producers_keep_their_strides():
+    """The CuPy-14 repair needs a CuPy producer and a stride the checks refused."""
+    a = np.arange(6.0)
+    CuPyLike = type("ndarray", (Producer,), {"__module__": "cupy._core.core"})
+    view = StridedMemoryView.from_dlpack(CuPyLike(a[::2]), -1)
+    assert view.strides == (2,)

@@ -622,6 +622,8 @@ def pack_managed(exporter, ptr, shape, strides, dtype_triple, device, flags, ver
     MemoryError
         When the block cannot be allocated.
     """
+    if not 0 <= ptr < _ADDRESS_LIMIT:  # native "P" would wrap a negative value silently
+        raise BufferError(f"cannot describe the tensor in DLPack: data pointer {ptr} is no address")
     ndim = len(shape)
     layout = _managed_structs.get((versioned, ndim)) or _managed_struct(versioned, ndim)
     size = layout.size
