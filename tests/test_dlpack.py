@@ -525,3 +525,33 @@ def test_managed_imports_from_cupy_like_producers_keep_their_strides():
     CuPyLike = type("ndarray", (Producer,), {"__module__": "cupy._core.core"})
     view = StridedMemoryView.from_dlpack(CuPyLike(a[::2]), -1)
     assert view.strides == (2,)
+
+
+def test_native_reads_have_an_off_switch():
+    """LAYOUTKIT_NATIVE_READS=0: the C-API fallbacks, with the same results."""
+    import os
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import numpy as np
+        from layoutkit import StridedMemoryView
+        from layoutkit.interop import _native
+        assert not _native.DIRECT_READS
+        assert _native.ndarray_data_pointer is _native._array_data_interface
+        a = np.arange(12.0).reshape(3, 4)[:, ::-1]
+        view = StridedMemoryView.from_dlpack(a)
+        assert view.ptr == a.ctypes.data
+        class Wrapped:  # not an ndarray: its capsule is read through ctypes calls
+            __dlpack__ = a.__dlpack__
+            __dlpack_device__ = a.__dlpack_device__
+        again = StridedMemoryView.from_dlpack(Wrapped())
+        np.testing.assert_array_equal(np.from_dlpack(again), a)
+        print("ok")
+        """
+    )
+    env = {**os.environ, "LAYOUTKIT_NATIVE_READS": "0"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

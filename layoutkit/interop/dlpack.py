@@ -36,7 +36,7 @@ from ._native import (
     capsule_fields,
     set_capsule_name,
 )
-from .record import ImportRecord, checked_layout
+from .record import checked_layout, new_record
 
 __all__ = [
     "DLPACK_VERSION",
@@ -431,13 +431,10 @@ def fields_record(data, byte_offset, device, dtype_triple, padded, shape, stride
         if repaired is strides:
             raise
         layout = checked_layout(shape, repaired, dtype.itemsize, False, ptr, what)
-    return _new_record(
-        ImportRecord, (ptr, layout, dtype, location, readonly, exporter, owner, device)
-    )
+    return new_record((ptr, layout, dtype, location, readonly, exporter, owner, device))
 
 
 _LOCATIONS = {(kDLCPU, 0): HOST}
-_new_record = tuple.__new__
 _DTYPES = {
     (code, bits, 1): from_dlpack_dtype(code, bits, 1)
     for code, bits in ((0, 8), (0, 16), (0, 32), (0, 64), (1, 8), (1, 16), (1, 32), (1, 64),

@@ -28,7 +28,16 @@ import numpy as np
 
 from .._dtypes import as_dtype, is_ml_dtype
 from . import _native
-from .record import HOST, ImportRecord, check_pointer, import_layout, int_entries
+from .record import (
+    HOST,
+    ImportRecord,
+    check_pointer,
+    import_layout,
+    int_entries,
+    layout_cache,
+    layout_entry,
+    new_record,
+)
 
 __all__ = [
     "check_interface",
@@ -39,6 +48,7 @@ __all__ = [
 ]
 
 _ndarray = np.ndarray
+_ndarray_data_pointer = _native.ndarray_data_pointer
 
 
 def check_interface(interface, name, obj, min_version=3):
@@ -162,17 +172,17 @@ def ndarray_record(array, exporter=None, owner=None):
     dtype = array.dtype
     if dtype.hasobject:
         return None
-    shape = array.shape
-    strides = array.strides
-    itemsize = dtype.itemsize
-    try:
-        layout = import_layout(shape, strides, itemsize, True, "NumPy array")
-    except ValueError:
-        return None
-    return ImportRecord(
-        _native.ndarray_data_pointer(array), layout, dtype, HOST, not array.flags.writeable,
+    key = (array.shape, array.strides, dtype.itemsize, True)
+    entry = layout_cache.get(key)
+    if entry is None:
+        try:
+            entry = layout_entry(*key, "NumPy array")
+        except ValueError:
+            return None
+    return new_record((
+        _ndarray_data_pointer(array), entry[0], dtype, HOST, not array.flags.writeable,
         array if exporter is None else exporter, array if owner is None else owner, None,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _buffer_record(obj, what):

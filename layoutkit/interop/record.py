@@ -39,6 +39,9 @@ __all__ = [
     "checked_layout",
     "import_layout",
     "int_entries",
+    "layout_cache",
+    "layout_entry",
+    "new_record",
 ]
 
 CURRENT_DEVICE = Location(None, True, False, False)  # device memory of the current device
@@ -84,7 +87,15 @@ class ImportRecord(NamedTuple):
     dl_device: tuple | None
 
 
-_layouts = {}  # (shape, strides, itemsize, strides_in_bytes) -> (layout, lead, size)
+def new_record(fields):
+    """An :class:`ImportRecord` from a tuple of its eight fields, in order (the fast way)."""
+    return _tuple_new(ImportRecord, fields)
+
+
+_tuple_new = tuple.__new__
+# (shape, strides, itemsize, strides_in_bytes) -> (layout, lead, size): hot readers look
+# here first and call layout_entry only on a miss
+layout_cache = {}
 
 
 def _build(shape, strides, itemsize, strides_in_bytes):
@@ -100,17 +111,22 @@ def _build(shape, strides, itemsize, strides_in_bytes):
     return layout, lead, (layout.max_offset + 1) * itemsize
 
 
-def _entry(shape, strides, itemsize, strides_in_bytes, what):
+def layout_entry(shape, strides, itemsize, strides_in_bytes, what):
+    """``(layout, lead, size)`` for :func:`import_layout`'s arguments, from the cache.
+
+    ``lead`` is the byte offset of element ``(0, ..., 0)`` from the tensor's lowest byte
+    and ``size`` the bytes it spans.
+    """
     key = (shape, strides, itemsize, strides_in_bytes)
-    entry = _layouts.get(key)
+    entry = layout_cache.get(key)
     if entry is None:
         try:
             entry = _build(shape, strides, itemsize, strides_in_bytes)
         except (TypeError, ValueError, OverflowError) as exc:
             raise type(exc)(f"{what}: {exc}") from None
-        if len(_layouts) >= _CACHE_LIMIT:
-            _layouts.clear()
-        _layouts[key] = entry
+        if len(layout_cache) >= _CACHE_LIMIT:
+            layout_cache.clear()
+        layout_cache[key] = entry
     return entry
 
 
@@ -139,7 +155,7 @@ def import_layout(shape, strides, itemsize, strides_in_bytes, what):
     OverflowError
         When a value, the volume or the span does not fit in int64.
     """
-    return _entry(shape, strides, itemsize, strides_in_bytes, what)[0]
+    return layout_entry(shape, strides, itemsize, strides_in_bytes, what)[0]
 
 
 def checked_layout(shape, strides, itemsize, strides_in_bytes, ptr, what):
@@ -154,7 +170,7 @@ def checked_layout(shape, strides, itemsize, strides_in_bytes, ptr, what):
     ...
     BufferError: x: its 16 bytes at -0x4 reach beyond the 64-bit address space
     """
-    layout, lead, size = _entry(shape, strides, itemsize, strides_in_bytes, what)
+    layout, lead, size = layout_entry(shape, strides, itemsize, strides_in_bytes, what)
     base = ptr - lead
     if ptr and base >= 0 and base + size <= _ADDRESS_LIMIT:
         return layout
