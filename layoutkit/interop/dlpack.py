@@ -2,8 +2,11 @@
 
 Import (:func:`import_dlpack`, :func:`consume_capsule`) asks the producer for a versioned
 capsule (DLPack 1.x) and falls back to the legacy one; it renames the capsule to
-``used_dltensor(_versioned)`` and returns an :class:`ImportedTensor` that owns the managed
-tensor and calls its deleter exactly once, when released or collected.
+``used_dltensor(_versioned)`` and reads it into an :class:`ImportedTensor` that owns the
+managed tensor and calls its deleter exactly once, when released or collected (also when
+a check fails). :func:`tensor_record` / :func:`fields_record` check every field (ndim,
+dtype, ``data + byte_offset``, shape, strides, the address range) and describe the tensor
+as an :class:`~layoutkit.interop.record.ImportRecord`.
 
 Export (:func:`export_capsule`) builds a managed tensor in one PyMem block whose
 ``manager_ctx`` holds a reference to the exporting object; its deleter (called by the
