@@ -326,3 +326,40 @@ def test_importing_layoutkit_memory_does_not_import_cuda_bindings():
         "assert 'cuda.bindings' not in sys.modules, 'cuda.bindings imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------- stream ordering
+def test_order_after_records_on_the_producer_and_waits_on_the_consumer(fake):
+    events = []
+    script(fake, "cuEventCreate", lambda flags: (CUresult.CUDA_SUCCESS, events.append(flags) or 77))
+    script(fake, "cuEventRecord", lambda event, stream: (CUresult.CUDA_SUCCESS,))
+    script(fake, "cuStreamWaitEvent", lambda stream, event, flags: (CUresult.CUDA_SUCCESS,))
+    script(fake, "cuEventDestroy", lambda event: (CUresult.CUDA_SUCCESS,))
+    _driver.order_after(consumer=1000, producer=2000)
+    assert [name for name, _ in fake.calls] == [
+        "cuEventCreate", "cuEventRecord", "cuStreamWaitEvent", "cuEventDestroy",
+    ]  # fmt: skip
+    assert events == [0x2]  # timing disabled
+    assert fake.calls[1][1] == (77, 2000) and fake.calls[2][1] == (1000, 77, 0)
+    fake.calls.clear()
+    _driver.order_after(5, 5)  # the same stream: nothing to order
+    assert fake.calls == []
+
+
+def test_order_after_destroys_the_event_when_the_wait_fails(fake):
+    script(fake, "cuEventCreate", lambda flags: (CUresult.CUDA_SUCCESS, 77))
+    script(fake, "cuEventRecord", lambda event, stream: (CUresult.CUDA_ERROR_INVALID_HANDLE,))
+    script(fake, "cuEventDestroy", lambda event: (CUresult.CUDA_SUCCESS,))
+    with pytest.raises(_driver.CUDAError, match="cuEventRecord failed with CUDA_ERROR_INVALID_HANDLE"):
+        _driver.order_after(1000, 2000)
+    assert fake.count("cuEventDestroy") == 1
+
+
+def test_exception_classes_are_public():
+    import layoutkit
+
+    for name in ("AxisError", "CUDAError", "NoDriverError"):
+        assert name in layoutkit.__all__
+    assert layoutkit.NoDriverError is _driver.NoDriverError
+    assert issubclass(layoutkit.NoDriverError, layoutkit.CUDAError)
+    assert issubclass(layoutkit.CUDAError, RuntimeError)

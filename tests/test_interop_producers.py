@@ -338,3 +338,33 @@ def test_kernel_arguments_from_device_records(monkeypatch):
     view = StridedMemoryView.from_dlpack(a[:, ::2])
     assert argument.values == (a.ctypes.data, 3, 2, 4, 2, 0)
     assert argument._numba_type_ == view_numba_type(view)
+
+
+# ----------------------------------------------------------------------------- threads
+def test_imports_from_several_threads_see_their_own_tensors(torch):
+    """The exchange API's out-parameters are per thread: no thread reads another's."""
+    import threading
+
+    tensors = [torch.arange(n, dtype=torch.float32)[::2] for n in range(10, 90, 10)]
+    arrays = [np.arange(n, dtype=np.int16).reshape(-1, 2)[:, ::-1] for n in range(10, 90, 10)]
+    failures = []
+
+    def work(offset):
+        try:
+            for step in range(2000):
+                t = tensors[(offset + step) % len(tensors)]
+                view = StridedMemoryView.from_dlpack(t)
+                assert view.ptr == t.data_ptr() and view.shape == tuple(t.shape)
+                a = arrays[(offset + step) % len(arrays)]
+                other = StridedMemoryView.from_any_interface(a)
+                assert other.ptr == a.ctypes.data and other.strides == (2, -1)
+                assert np.asarray(other)[0, 0] == a[0, 0]
+        except Exception as exc:  # reported by the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[0]
