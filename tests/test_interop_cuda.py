@@ -341,7 +341,7 @@ def test_torch_producer_on_a_side_stream_is_ordered_before_a_copy_on_another(tor
 def test_torch_goes_through_the_exchange_api_on_the_gpu(torch, monkeypatch):
     from layoutkit.interop import fastpaths
 
-    assert fastpaths.reader_for(torch.Tensor) is fastpaths._torch
+    assert fastpaths.reader_for(torch.Tensor).__name__ == "_torch"
 
     def forbidden(*args, **kwargs):
         raise AssertionError("__dlpack__ was called")

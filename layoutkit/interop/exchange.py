@@ -175,7 +175,8 @@ def exchange_record(obj, api, stream_ptr, borrow):
         else:
             shape = strides = ()
         device = (device_type, device_id)
-        _order_streams(api, device, stream_ptr)
+        if device_type != kDLCPU or not (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
+            _order_streams(api, device, stream_ptr)
         return fields_record(
             data, offset, device, (code, bits, lanes), False, shape, strides, False, obj, obj
         )

@@ -58,21 +58,27 @@ def _numpy(array, stream_ptr, dlpack_only):
     return ndarray_record(array)
 
 
-def _torch(tensor, stream_ptr, dlpack_only):
-    # torch's exchange functions ignore autograd and the lazy conjugate and negative bits;
-    # __dlpack__ refuses the first two, and exports the third as if it were not set
-    if tensor.requires_grad or tensor.is_conj():
-        return None  # torch's own refusal
-    if tensor.is_neg():
-        raise BufferError(
-            "the torch tensor has its negative bit set (its memory holds the values negated); "
-            "call tensor.resolve_neg() first"
-        )
-    return exchange_record(tensor, exchange_api(type(tensor)), stream_ptr, True)
+def _torch_reader(api):
+    def _torch(tensor, stream_ptr, dlpack_only):
+        # torch's exchange functions ignore autograd and the lazy conjugate and negative
+        # bits; __dlpack__ refuses the first two, and exports the third as if it were unset
+        if tensor.requires_grad or tensor.is_conj():
+            return None  # torch's own refusal
+        if tensor.is_neg():
+            raise BufferError(
+                "the torch tensor has its negative bit set (its memory holds the values "
+                "negated); call tensor.resolve_neg() first"
+            )
+        return exchange_record(tensor, api, stream_ptr, True)
+
+    return _torch
 
 
-def _exchange(obj, stream_ptr, dlpack_only):
-    return exchange_record(obj, exchange_api(type(obj)), stream_ptr, False)
+def _exchange_reader(api):
+    def _exchange(obj, stream_ptr, dlpack_only):
+        return exchange_record(obj, api, stream_ptr, False)
+
+    return _exchange
 
 
 def _cupy(array, stream_ptr, dlpack_only):
@@ -118,8 +124,8 @@ def reader_for(kind):
         reader = _cupy
     elif package in ("jax", "jaxlib") and hasattr(kind, "__dlpack__"):
         reader = _jax
-    elif exchange_api(kind) is not None:
-        reader = _torch if package == "torch" else _exchange
+    elif (api := exchange_api(kind)) is not None:
+        reader = (_torch_reader if package == "torch" else _exchange_reader)(api)
     else:
         reader = None
     if len(_readers) >= 256:

@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 _ndarray = np.ndarray
+_CPU = (1, 0)  # DLPack's (kDLCPU, 0): where every host record is
 _ndarray_data_pointer = _native.ndarray_data_pointer
 
 
@@ -181,7 +182,7 @@ def ndarray_record(array, exporter=None, owner=None):
             return None
     return new_record((
         _ndarray_data_pointer(array), entry[0], dtype, HOST, not array.flags.writeable,
-        array if exporter is None else exporter, array if owner is None else owner, None,
+        array if exporter is None else exporter, array if owner is None else owner, _CPU,
     ))  # fmt: skip
 
 
@@ -255,7 +256,7 @@ def read_array_interface(obj):
         readonly = not array.flags.writeable
         keeper = (obj, array)  # the array over the buffer holds the buffer export
     check_pointer(ptr, layout, what)
-    return ImportRecord(ptr, layout, dtype, HOST, readonly, obj, keeper, None)
+    return ImportRecord(ptr, layout, dtype, HOST, readonly, obj, keeper, _CPU)
 
 
 def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
