@@ -172,7 +172,10 @@ def test_torch_cpu_streams_are_ignored_and_cuda_rules_kept(torch):
 # ----------------------------------------------------------------------------- JAX
 @pytest.fixture(scope="module")
 def jnp():
-    return pytest.importorskip("jax.numpy")
+    """jax.numpy with its arrays on the CPU (on a GPU machine too)."""
+    jax = pytest.importorskip("jax")
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield pytest.importorskip("jax.numpy")
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (), (0, 5), (2, 3, 4)], ids=str)
