@@ -842,7 +842,7 @@ _fastpaths.register(StridedMemoryView, _view_of_view)
 StridedMemoryView.__dlpack_c_exchange_api__ = exchange_capsule(
     lambda obj: _exportable(obj)._export_fields(),
     lambda obj: _borrowed_fields(_exportable(obj)),
-    lambda address: StridedMemoryView._from_record(_managed_record(address)),
+    lambda address: StridedMemoryView._from_record(_dlpack.managed_record(address)),
 )
 StridedMemoryView.__c_dlpack_exchange_api__ = StridedMemoryView.__dlpack_c_exchange_api__
 
@@ -862,13 +862,6 @@ def _borrowed_fields(view):
         return ptr, device, dtype_triple, 0, 0, 0
     address = view._record.layout._lay().buffer_info()[0]  # lives as long as the layout
     return ptr, device, dtype_triple, ndim, address, address + 8 * ndim
-
-
-def _managed_record(address):
-    fields = _dlpack.VERSIONED.unpack_from(MEMORY, address)
-    major, _, _, deleter, flags, *tensor_fields = fields
-    tensor = _dlpack.managed_tensor(address, deleter, major, flags, True, tensor_fields)
-    return _dlpack.tensor_record(tensor, tensor)
 
 
 class _ViewableArgument:

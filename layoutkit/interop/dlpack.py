@@ -50,6 +50,7 @@ __all__ = [
     "fields_record",
     "import_dlpack",
     "location_of",
+    "managed_record",
     "managed_tensor",
     "pack_managed",
     "producer_stream",
@@ -335,6 +336,18 @@ def consume_capsule(capsule):
         set_capsule_name(capsule, _ADDR_USED_LEGACY)
         return managed_tensor(address, deleter, 1, 0, False, tensor_fields)
     raise _capsule_name(name)
+
+
+def managed_record(address):
+    """The record of the versioned managed tensor at ``address``, whose ownership is ours now.
+
+    For a C consumer handing a tensor over (``managed_tensor_to_py_object_no_sync``): the
+    record's exporter and owner are the :class:`ImportedTensor`, which calls its deleter
+    once.
+    """
+    major, _, _, deleter, flags, *tensor_fields = VERSIONED.unpack_from(MEMORY, address)
+    tensor = managed_tensor(address, deleter, major, flags, True, tensor_fields)
+    return tensor_record(tensor, tensor)
 
 
 def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
