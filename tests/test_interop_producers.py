@@ -371,3 +371,34 @@ def test_imports_from_several_threads_see_their_own_tensors(torch):
     for thread in threads:
         thread.join()
     assert not failures, failures[0]
+
+
+def test_no_leak_over_100000_exchange_exports_and_imports():
+    """Managed tensors through our exchange table, released by the consumer each time."""
+    view = StridedMemoryView.from_dlpack(np.arange(6.0).reshape(2, 3))
+    references = sys.getrefcount(view)
+    table = our_table()
+    export = _FROM_PY(table.managed_tensor_from_py_object_no_sync)
+    out = ctypes.c_void_p()
+    deleter = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+    def round_trip():
+        assert export(view, ctypes.addressof(out)) == 0
+        deleter(dlpack.VERSIONED.unpack(ctypes.string_at(out.value, dlpack.VERSIONED.size))[3])(
+            out.value
+        )
+        again = exchange.exchange_record(view, exchange.exchange_api(type(view)), -1, False)
+        again.owner.release()
+
+    for _ in range(100_000):
+        round_trip()
+    gc.collect()
+    assert sys.getrefcount(view) == references
+    tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    for _ in range(10_000):
+        round_trip()
+    gc.collect()
+    growth = tracemalloc.get_traced_memory()[0] - start
+    tracemalloc.stop()
+    assert growth < 64 * 1024, f"memory grew by {growth} bytes"
