@@ -1,17 +1,20 @@
-"""Building and exporting StridedMemoryViews: layoutkit next to cuda.core, same run.
+"""Importing and exporting StridedMemoryViews: layoutkit next to cuda.core 1.2.2, same run.
 
-Usage: ``python benchmarks/bench_views.py [--quick]``
+Usage: ``python benchmarks/bench_views.py [--quick] [--only cpu|gpu]``
 
-Each figure is the best of several timing runs, per call, in microseconds. "build" rows
-time the constructor alone (cuda.core builds the layout on first use; layoutkit takes it
-from a cache of recently seen layouts, or builds it on first use after a miss); "build +
-read" rows also read ``ptr``, ``shape`` and ``strides``, which is what a consumer pays. GPU rows
-(CuPy, torch) appear only where a GPU and those libraries are present. A figure is "-"
-where that library cannot do the operation here (e.g. cuda.core's
-``from_array_interface`` needs a CUDA driver even for host arrays).
+Each figure is the best of several timing runs, per call, in microseconds; the ratio is
+layoutkit / cuda.core (below 1: layoutkit faster). "build" rows time the constructor
+alone; "build + read" rows also read ``ptr``, ``shape`` and ``strides``, which is what a
+consumer pays. "fresh" rows import a different array object each call, and "new shapes"
+rows one of 4096 random shapes (more than any layout cache keeps), so nothing is reused
+from the call before. A figure is "-" where that library cannot do the operation here
+(e.g. cuda.core's ``from_array_interface`` needs a CUDA driver even for host arrays).
+GPU rows (CuPy, torch on CUDA) appear where a GPU and those libraries are present; torch
+CPU rows where torch is installed.
 """
 
 import argparse
+import itertools
 import timeit
 
 import numpy as np
@@ -32,7 +35,7 @@ class DLPackProducer:
         return self.array.__dlpack_device__()
 
 
-def per_call_us(function, number, repeat=5):
+def per_call_us(function, number, repeat=7):
     """Best time per call, in microseconds; None if ``function`` raises."""
     try:
         function()
@@ -45,10 +48,33 @@ def read(view):
     return view.ptr, view.shape, view.strides
 
 
-def host_rows():
+def random_arrays(make, count=4096, seed=0):
+    """``count`` arrays of random shapes (1-4 dims, some sliced or transposed)."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for _ in range(count):
+        shape = tuple(int(n) for n in rng.integers(1, 9, size=rng.integers(1, 5)))
+        array = make(shape)
+        if rng.random() < 0.3:
+            array = array[..., ::2]
+        if rng.random() < 0.3 and array.ndim > 1:
+            array = array.swapaxes(0, -1)
+        arrays.append(array)
+    return arrays
+
+
+def cycling(arrays, function):
+    """A callable that applies ``function`` to the next array each call."""
+    source = itertools.cycle(arrays)
+    return lambda: function(next(source))
+
+
+def numpy_rows():
     """(operation, make) pairs; ``make(StridedMemoryView class)`` returns the timed callable."""
     a = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8)[:, ::2, ::-1]
+    base = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8)
     producer = DLPackProducer(a)
+    shapes = random_arrays(lambda shape: np.zeros(shape, np.float32))
 
     def exported(S, source):
         view = S.from_dlpack(source, -1)
@@ -58,8 +84,14 @@ def host_rows():
     return [
         ("from_dlpack(numpy), build", lambda S: lambda: S.from_dlpack(a, -1)),
         ("from_dlpack(numpy), build + read", lambda S: lambda: read(S.from_dlpack(a, -1))),
-        ("from_any_interface(numpy)", lambda S: lambda: S.from_any_interface(a, -1)),
-        ("from_array_interface(numpy)", lambda S: lambda: S.from_array_interface(a)),
+        ("from_dlpack(numpy), fresh array, build + read",
+         lambda S: lambda: read(S.from_dlpack(base[:, ::2, ::-1], -1))),
+        ("from_dlpack(numpy), new shapes, build + read",
+         lambda S: cycling(shapes, lambda x: read(S.from_dlpack(x, -1)))),
+        ("from_any_interface(numpy), build + read",
+         lambda S: lambda: read(S.from_any_interface(a, -1))),
+        ("from_array_interface(numpy), build + read",
+         lambda S: lambda: read(S.from_array_interface(a))),
         ("from_dlpack(capsule producer), build + read",
          lambda S: lambda: read(S.from_dlpack(producer, -1))),
         ("view(numpy).__dlpack__(max_version=(1, 0))",
@@ -68,43 +100,80 @@ def host_rows():
          lambda S: (lambda v: lambda: np.from_dlpack(v))(exported(S, a))),
         ("numpy.from_dlpack(view(capsule producer))",
          lambda S: (lambda v: lambda: np.from_dlpack(v))(exported(S, producer))),
+        ("numpy.asarray(view(numpy)) (array interface)",
+         lambda S: (lambda v: lambda: np.asarray(v))(exported(S, a))),
+        ("view(numpy).view(layout[::2]) (sub-view)",
+         lambda S: (lambda v: (lambda s: lambda: v.view(s))(v._layout[::2]))(exported(S, a))),
     ]  # fmt: skip
 
 
-def gpu_rows():
-    rows = []
-    try:
-        import cupy as cp
-
-        x = cp.arange(4 * 6 * 8, dtype=cp.float32).reshape(4, 6, 8)[:, ::2, ::-1]
-        stream = cp.cuda.get_current_stream().ptr
-        rows += [
-            ("from_dlpack(cupy), build + read", lambda S: lambda: read(S.from_dlpack(x, stream))),
-            ("from_cuda_array_interface(cupy), build + read",
-             lambda S: lambda: read(S.from_cuda_array_interface(x, stream))),
-            ("cupy.from_dlpack(view)",
-             lambda S: (lambda v: lambda: cp.from_dlpack(v))(S.from_dlpack(x, stream))),
-        ]  # fmt: skip
-    except ImportError:
-        pass
+def torch_cpu_rows():
     try:
         import torch
-
-        if torch.cuda.is_available():
-            t = torch.arange(4 * 6 * 8, dtype=torch.float32, device="cuda").reshape(4, 6, 8)
-            t = t[:, ::2].transpose(1, 2)
-            tstream = torch.cuda.current_stream().cuda_stream
-            rows += [
-                ("from_dlpack(torch), build + read",
-                 lambda S: lambda: read(S.from_dlpack(t, tstream))),
-                ("from_any_interface(torch), build + read",
-                 lambda S: lambda: read(S.from_any_interface(t, tstream))),
-                ("torch.from_dlpack(view)",
-                 lambda S: (lambda v: lambda: torch.from_dlpack(v))(S.from_dlpack(t, tstream))),
-            ]  # fmt: skip
     except ImportError:
-        pass
-    return rows
+        return []
+    t = torch.arange(4 * 6 * 8, dtype=torch.float32).reshape(4, 6, 8)[:, ::2].transpose(1, 2)
+    base = torch.arange(4 * 6 * 8, dtype=torch.float32).reshape(4, 6, 8)
+    return [
+        ("from_dlpack(torch cpu), build + read", lambda S: lambda: read(S.from_dlpack(t, -1))),
+        ("from_dlpack(torch cpu), fresh tensor, build + read",
+         lambda S: lambda: read(S.from_dlpack(base[:, ::2], -1))),
+        ("from_any_interface(torch cpu), build + read",
+         lambda S: lambda: read(S.from_any_interface(t, -1))),
+        ("torch.from_dlpack(view(torch cpu))",
+         lambda S: (lambda v: lambda: torch.from_dlpack(v))(S.from_dlpack(t, -1))),
+    ]  # fmt: skip
+
+
+def cupy_rows():
+    try:
+        import cupy as cp
+    except ImportError:
+        return []
+    x = cp.arange(4 * 6 * 8, dtype=cp.float32).reshape(4, 6, 8)[:, ::2, ::-1]
+    base = cp.arange(4 * 6 * 8, dtype=cp.float32).reshape(4, 6, 8)
+    stream = cp.cuda.get_current_stream().ptr
+    shapes = random_arrays(lambda shape: cp.zeros(shape, cp.float32), count=2048)
+    return [
+        ("from_dlpack(cupy), build + read", lambda S: lambda: read(S.from_dlpack(x, stream))),
+        ("from_dlpack(cupy), fresh array, build + read",
+         lambda S: lambda: read(S.from_dlpack(base[:, ::2], stream))),
+        ("from_dlpack(cupy), new shapes, build + read",
+         lambda S: cycling(shapes, lambda y: read(S.from_dlpack(y, stream)))),
+        ("from_any_interface(cupy), build + read",
+         lambda S: lambda: read(S.from_any_interface(x, stream))),
+        ("from_cuda_array_interface(cupy), build + read",
+         lambda S: lambda: read(S.from_cuda_array_interface(x, stream))),
+        ("cupy.from_dlpack(view(cupy))",
+         lambda S: (lambda v: lambda: cp.from_dlpack(v))(S.from_dlpack(x, stream))),
+    ]  # fmt: skip
+
+
+def torch_cuda_rows():
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    t = torch.arange(4 * 6 * 8, dtype=torch.float32, device="cuda").reshape(4, 6, 8)
+    t = t[:, ::2].transpose(1, 2)
+    base = torch.arange(4 * 6 * 8, dtype=torch.float32, device="cuda").reshape(4, 6, 8)
+    stream = torch.cuda.current_stream().cuda_stream
+    side = torch.cuda.Stream()
+    return [
+        ("from_dlpack(torch), build + read", lambda S: lambda: read(S.from_dlpack(t, stream))),
+        ("from_dlpack(torch), fresh tensor, build + read",
+         lambda S: lambda: read(S.from_dlpack(base[:, ::2], stream))),
+        ("from_any_interface(torch), build + read",
+         lambda S: lambda: read(S.from_any_interface(t, stream))),
+        ("from_dlpack(torch), no sync (-1), build + read",
+         lambda S: lambda: read(S.from_dlpack(t, -1))),
+        ("from_dlpack(torch), other stream (event), build + read",
+         lambda S: lambda: read(S.from_dlpack(t, side.cuda_stream))),
+        ("torch.from_dlpack(view(torch))",
+         lambda S: (lambda v: lambda: torch.from_dlpack(v))(S.from_dlpack(t, stream))),
+    ]  # fmt: skip
 
 
 def gpu_present():
@@ -119,16 +188,19 @@ def gpu_present():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls per timing")
+    parser.add_argument("--only", choices=["cpu", "gpu"], help="only the host or device rows")
     args = parser.parse_args()
     number = 2_000 if args.quick else 20_000
     try:
         from cuda.core.utils import StridedMemoryView as reference
     except ImportError:
         reference = None
-    rows = host_rows()
-    if gpu_present():
-        rows += gpu_rows()
-    header = f"{'operation':50s} {'layoutkit us':>13s} {'cuda.core us':>13s} {'ratio':>7s}"
+    rows = []
+    if args.only != "gpu":
+        rows += numpy_rows() + torch_cpu_rows()
+    if args.only != "cpu" and gpu_present():
+        rows += cupy_rows() + torch_cuda_rows()
+    header = f"{'operation':56s} {'layoutkit us':>13s} {'cuda.core us':>13s} {'ratio':>7s}"
     print(header)
     print("-" * len(header))
     for name, make in rows:
@@ -136,8 +208,9 @@ def main():
         theirs = per_call_us(make(reference), number) if reference else None
         ratio = f"{ours / theirs:.2f}" if ours and theirs else "-"
         print(
-            f"{name:50s} {'-' if ours is None else f'{ours:.2f}':>13s} "
-            f"{'-' if theirs is None else f'{theirs:.2f}':>13s} {ratio:>7s}"
+            f"{name:56s} {'-' if ours is None else f'{ours:.2f}':>13s} "
+            f"{'-' if theirs is None else f'{theirs:.2f}':>13s} {ratio:>7s}",
+            flush=True,
         )
     print("\nratio = layoutkit / cuda.core (below 1: layoutkit faster)")
 

@@ -9,11 +9,13 @@ import importlib
 __all__ = [
     "AxisError",
     "Buffer",
+    "CUDAError",
     "Device",
     "DeviceMemoryResource",
     "HostMemoryResource",
     "ManagedMemoryResource",
     "MemoryResource",
+    "NoDriverError",
     "PinnedMemoryResource",
     "StridedLayout",
     "StridedMemoryView",
@@ -27,6 +29,8 @@ __version__ = "0.1.0"
 # public name -> module that defines it (imported on first attribute access)
 _LAZY = {
     "AxisError": "layoutkit._errors",
+    "CUDAError": "layoutkit._errors",
+    "NoDriverError": "layoutkit._errors",
     "StridedLayout": "layoutkit.layout",
     "Buffer": "layoutkit.memory",
     "Device": "layoutkit.memory",

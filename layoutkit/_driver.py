@@ -31,10 +31,13 @@ import struct
 import threading
 from typing import NamedTuple
 
+from layoutkit._errors import CUDAError, NoDriverError
+
 __all__ = [
     "CUDAError",
+    "HOST",
+    "Location",
     "NoDriverError",
-    "PointerInfo",
     "classify_pointer",
     "current_device_id",
     "device_context",
@@ -57,6 +60,7 @@ __all__ = [
     "memcpy",
     "memcpy_async",
     "pointer_info",
+    "order_after",
     "primary_context",
     "set_current_device",
     "signed_ordinal",
@@ -83,51 +87,20 @@ _primary_contexts = {}
 _primary_lock = threading.Lock()
 
 
-class CUDAError(RuntimeError):
-    """A CUDA driver call failed.
+class Location(NamedTuple):
+    """Where memory lives, in layoutkit's terms: the one record for it.
 
-    Parameters
-    ----------
-    message : str
-        The full message.
-    call : str, optional
-        The driver function that failed, e.g. ``"cuMemAllocAsync"``.
-    error_name : str, optional
-        The driver's name for the error, e.g. ``"CUDA_ERROR_OUT_OF_MEMORY"``.
-
-    Examples
-    --------
-    >>> err = CUDAError("cuMemAlloc failed", call="cuMemAlloc", error_name="CUDA_ERROR_OUT_OF_MEMORY")
-    >>> isinstance(err, RuntimeError), err.call, err.error_name
-    (True, 'cuMemAlloc', 'CUDA_ERROR_OUT_OF_MEMORY')
-    """
-
-    def __init__(self, message, call=None, error_name=None):
-        super().__init__(message)
-        self.call = call
-        self.error_name = error_name
-
-
-class NoDriverError(CUDAError):
-    """No CUDA driver was found: ``libcuda`` (or cuda-bindings) cannot be loaded.
-
-    Examples
-    --------
-    >>> issubclass(NoDriverError, CUDAError) and issubclass(NoDriverError, RuntimeError)
-    True
-    """
-
-
-class PointerInfo(NamedTuple):
-    """What the driver says about a pointer, in layoutkit's terms.
-
-    ``device_id`` is ``-1`` for host memory the driver does not know.
+    Buffers, views and the pointer-attribute query all describe memory with it.
+    ``device_id`` is ``-1`` for host memory not tied to a device.
     """
 
     device_id: int
     is_device_accessible: bool
     is_host_accessible: bool
     is_managed: bool
+
+
+HOST = Location(-1, False, True, False)  # ordinary host memory (NumPy, bytes, CPU DLPack)
 
 
 def _bindings():
@@ -508,7 +481,7 @@ def signed_ordinal(value):
 
 
 def classify_pointer(memory_type, is_managed, ordinal):
-    """Turn raw pointer attributes into a :class:`PointerInfo`.
+    """Turn raw pointer attributes into a :class:`Location`.
 
     Parameters
     ----------
@@ -528,20 +501,20 @@ def classify_pointer(memory_type, is_managed, ordinal):
     Examples
     --------
     >>> classify_pointer(0, False, 4294967294)
-    PointerInfo(device_id=-1, is_device_accessible=False, is_host_accessible=True, is_managed=False)
+    Location(device_id=-1, is_device_accessible=False, is_host_accessible=True, is_managed=False)
     >>> classify_pointer(2, False, 1)
-    PointerInfo(device_id=1, is_device_accessible=True, is_host_accessible=False, is_managed=False)
+    Location(device_id=1, is_device_accessible=True, is_host_accessible=False, is_managed=False)
     >>> classify_pointer(2, True, 0)
-    PointerInfo(device_id=0, is_device_accessible=True, is_host_accessible=True, is_managed=True)
+    Location(device_id=0, is_device_accessible=True, is_host_accessible=True, is_managed=True)
     """
     memory_type = int(memory_type)
     is_managed = bool(is_managed)
     if is_managed or memory_type == _MEMORYTYPE_HOST:
-        return PointerInfo(signed_ordinal(ordinal), True, True, is_managed)
+        return Location(signed_ordinal(ordinal), True, True, is_managed)
     if memory_type == _MEMORYTYPE_UNREGISTERED:
-        return PointerInfo(-1, False, True, False)
+        return HOST
     if memory_type == _MEMORYTYPE_DEVICE:
-        return PointerInfo(signed_ordinal(ordinal), True, False, False)
+        return Location(signed_ordinal(ordinal), True, False, False)
     raise ValueError(f"unsupported memory type {memory_type} reported for the pointer")
 
 
@@ -566,6 +539,33 @@ def pointer_info(ptr):
     ]
     memory_type, is_managed, ordinal = _call("cuPointerGetAttributes", 3, attributes, ptr)
     return classify_pointer(memory_type, is_managed, ordinal)
+
+
+# ----------------------------------------------------------------------- stream ordering
+_EVENT_DISABLE_TIMING = 0x2
+
+
+def order_after(consumer, producer):
+    """Make stream ``consumer`` wait for the work queued so far on stream ``producer``.
+
+    An event is recorded on ``producer`` and ``consumer`` waits on it, as DLPack and the
+    CUDA array interface ask of a consumer whose stream differs from the producer's; the
+    host does not wait. Both are driver stream handles (``int``; 0 is the legacy default
+    stream). Nothing is done when they are the same stream.
+
+    Raises
+    ------
+    CUDAError
+        When a handle is not a stream of the current context.
+    """
+    if consumer == producer:
+        return
+    event = _call("cuEventCreate", _EVENT_DISABLE_TIMING)
+    try:
+        _call("cuEventRecord", event, producer)
+        _call("cuStreamWaitEvent", consumer, event, 0)
+    finally:
+        _call("cuEventDestroy", event)  # released by the driver once the wait is done
 
 
 class KernelLauncher:

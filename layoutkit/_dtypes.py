@@ -30,8 +30,8 @@ import numpy as np
 __all__ = [
     "DLPACK_CODE_NAMES",
     "as_dtype",
-    "dlpack_itemsize",
     "from_dlpack_dtype",
+    "is_ml_dtype",
     "is_numpy_dlpack_dtype",
     "to_dlpack_dtype",
 ]
@@ -170,6 +170,21 @@ def as_dtype(dtype, argname="dtype"):
     return dtype
 
 
+def is_ml_dtype(dtype):
+    """Whether ``dtype`` is one of the ml_dtypes types (bfloat16, float8, int4, ...).
+
+    Their array-interface ``typestr`` is only ``|V<n>``; the dtype itself says what
+    the bytes mean.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_ml_dtype(np.dtype("float16"))
+    False
+    """
+    return dtype in _ml_dtypes_tables()[1]
+
+
 def is_numpy_dlpack_dtype(dtype):
     """Whether ``dtype`` is one of NumPy's own dtypes that DLPack carries (bool, ints, floats, complex).
 
@@ -187,44 +202,17 @@ def _describe(code, bits, lanes):
     return f"DLPack dtype (code={code} [{name}], bits={bits}, lanes={lanes})"
 
 
-def dlpack_itemsize(code, bits, lanes, padded=False):
-    """Return the size in bytes of one element of a DLPack dtype.
-
-    Sub-byte types (``bits < 8``) take one byte per element when ``padded`` (the
-    DLPack ``IS_SUBBYTE_TYPE_PADDED`` flag); packed sub-byte data has no whole-byte
-    itemsize and is refused.
-
-    Raises
-    ------
-    ValueError
-        When ``bits * lanes`` is not a whole number of bytes.
-
-    Examples
-    --------
-    >>> dlpack_itemsize(2, 32, 1)
-    4
-    >>> dlpack_itemsize(17, 4, 1, padded=True)
-    1
-    """
-    if padded and lanes == 1 and 0 < bits < 8:
-        return 1
-    nbits = bits * lanes
-    if nbits <= 0 or nbits % 8:
-        raise ValueError(
-            f"{_describe(code, bits, lanes)} is not a whole number of bytes per element; "
-            "packed sub-byte tensors are not supported"
-        )
-    return nbits // 8
-
-
 def from_dlpack_dtype(code, bits, lanes, padded=False):
     """Return the NumPy dtype of a DLPack ``(code, bits, lanes)`` dtype.
 
     Raises
     ------
+    BufferError
+        For vector types (``lanes != 1``).
     NotImplementedError
-        For vector types (``lanes != 1``), and for ml_dtypes types when ml_dtypes is
-        not installed.
+        For ml_dtypes types when ml_dtypes is not installed.
+    ValueError
+        For packed sub-byte types (several elements per byte, no ``padded`` flag).
     TypeError
         For type codes NumPy cannot represent (e.g. opaque handles, 128-bit floats).
 
@@ -235,10 +223,10 @@ def from_dlpack_dtype(code, bits, lanes, padded=False):
     >>> from_dlpack_dtype(2, 32, 4)
     Traceback (most recent call last):
     ...
-    NotImplementedError: DLPack dtype (code=2 [float], bits=32, lanes=4): vector types (lanes != 1) are not supported
+    BufferError: DLPack dtype (code=2 [float], bits=32, lanes=4): vector types (lanes != 1) are not supported
     """
     if lanes != 1:
-        raise NotImplementedError(
+        raise BufferError(
             f"{_describe(code, bits, lanes)}: vector types (lanes != 1) are not supported"
         )
     key = (code, bits)
@@ -247,9 +235,9 @@ def from_dlpack_dtype(code, bits, lanes, padded=False):
         return dtype
     if key in _ML_DTYPE_NAMES:
         if bits < 8 and not padded:
-            raise TypeError(
-                f"{_describe(code, bits, lanes)} is packed (several elements per byte); "
-                "only padded sub-byte tensors are supported"
+            raise ValueError(
+                f"{_describe(code, bits, lanes)} is packed sub-byte data (several elements per "
+                "byte); only padded sub-byte tensors are supported"
             )
         dtype = _ml_dtypes_tables()[0].get(key)
         if dtype is None:

@@ -1,6 +1,6 @@
-"""Exception classes shared by every layoutkit module."""
+"""Exception classes shared by every layoutkit module (all importable from ``layoutkit``)."""
 
-__all__ = ["AxisError"]
+__all__ = ["AxisError", "CUDAError", "NoDriverError"]
 
 
 class AxisError(IndexError, ValueError):
@@ -13,5 +13,43 @@ class AxisError(IndexError, ValueError):
     --------
     >>> from layoutkit import AxisError
     >>> issubclass(AxisError, IndexError) and issubclass(AxisError, ValueError)
+    True
+    """
+
+
+class CUDAError(RuntimeError):
+    """A CUDA driver call failed.
+
+    Parameters
+    ----------
+    message : str
+        The full message.
+    call : str, optional
+        The driver function that failed, e.g. ``"cuMemAllocAsync"``.
+    error_name : str, optional
+        The driver's name for the error, e.g. ``"CUDA_ERROR_OUT_OF_MEMORY"``.
+
+    Examples
+    --------
+    >>> err = CUDAError("cuMemAlloc failed", call="cuMemAlloc", error_name="CUDA_ERROR_OUT_OF_MEMORY")
+    >>> isinstance(err, RuntimeError), err.call, err.error_name
+    (True, 'cuMemAlloc', 'CUDA_ERROR_OUT_OF_MEMORY')
+    """
+
+    def __init__(self, message, call=None, error_name=None):
+        super().__init__(message)
+        self.call = call
+        self.error_name = error_name
+
+
+class NoDriverError(CUDAError):
+    """No CUDA driver was found: ``libcuda`` (or cuda-bindings) cannot be loaded.
+
+    Host memory never needs one; this is raised only by what needs a GPU.
+
+    Examples
+    --------
+    >>> from layoutkit import NoDriverError, CUDAError
+    >>> issubclass(NoDriverError, CUDAError) and issubclass(NoDriverError, RuntimeError)
     True
     """

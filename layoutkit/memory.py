@@ -81,20 +81,22 @@ class Buffer:
     ``allocate(size)``.
 
     Attributes are read-only. After :meth:`close` (or leaving a ``with`` block),
-    :attr:`is_closed` is True, :attr:`size` is 0, :attr:`owner` and
-    :attr:`memory_resource` are ``None``, and :attr:`ptr`, :attr:`handle`,
+    :attr:`is_closed` is True, :attr:`size` and :attr:`handle` are 0 (as in cuda.core),
+    :attr:`owner` and :attr:`memory_resource` are ``None``, and :attr:`ptr`,
     :attr:`device_id` and the accessibility flags raise ``RuntimeError``.
 
     Where the memory lives (:attr:`device_id`, :attr:`is_device_accessible`,
     :attr:`is_host_accessible`, :attr:`is_managed`) comes from the memory resource
     when there is one, from what the creator knew (NumPy and other host memory), or
-    else from one query of the CUDA driver's pointer attributes, cached.
+    else from one query of the CUDA driver's pointer attributes, cached. Without a CUDA
+    driver there is no device memory, so such a pointer is host memory (DECISIONS 12).
 
     Buffers compare and hash by ``(ptr, size)``; a closed buffer equals only itself.
+    They export themselves through DLPack as 1-d ``int8`` tensors of ``size`` elements.
     """
 
     __slots__ = ("_ptr", "_size", "_owner", "_mr", "_finalizer", "_info", "_hash", "_closed",
-                 "__weakref__")
+                 "_readonly", "__weakref__")
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError(
@@ -113,7 +115,8 @@ class Buffer:
             Address of the first byte: an ``int``, NumPy integer, ``ctypes.c_void_p``
             or cuda-bindings pointer object, in ``[0, 2**64)``.
         size : int
-            Size in bytes, in ``[0, 2**64)``. A null ``ptr`` needs ``size == 0``.
+            Size in bytes; ``ptr + size`` must not pass ``2**64``. A null ``ptr`` needs
+            ``size == 0``.
         mr : MemoryResource, optional
             The resource that owns the memory: ``mr.deallocate(ptr, size, stream)``
             runs exactly once, on :meth:`close` or garbage collection.
@@ -129,7 +132,7 @@ class Buffer:
         TypeError
             ``ptr`` or ``size`` not an integer, or ``mr`` not a :class:`MemoryResource`.
         OverflowError
-            ``ptr`` or ``size`` outside ``[0, 2**64)``.
+            ``ptr`` or ``size`` outside ``[0, 2**64)``, or ``ptr + size`` beyond ``2**64``.
         ValueError
             A null ``ptr`` with non-zero ``size``; both ``mr`` and ``owner``;
             ``stream`` without ``mr``.
@@ -139,12 +142,16 @@ class Buffer:
         >>> import numpy as np
         >>> a = np.zeros(8, dtype=np.uint8)
         >>> buf = Buffer.from_handle(a.ctypes.data, a.nbytes, owner=a)
-        >>> buf.ptr == a.ctypes.data, buf.size
-        (True, 8)
+        >>> buf.ptr == a.ctypes.data, buf.size, buf.device_id
+        (True, 8, -1)
         >>> Buffer.from_handle(0, 16)
         Traceback (most recent call last):
         ...
         ValueError: ptr is 0 (null) but size is 16; a null pointer can only describe an empty buffer
+        >>> Buffer.from_handle(2**64 - 8, 16)
+        Traceback (most recent call last):
+        ...
+        OverflowError: the buffer's 16 bytes at 0xfffffffffffffff8 reach beyond the 64-bit address space
         """
         ptr = _uint64("ptr", ptr)
         size = _uint64("size", size)
@@ -153,10 +160,15 @@ class Buffer:
                 f"ptr is 0 (null) but size is {size}; a null pointer can only describe an "
                 "empty buffer"
             )
+        if ptr + size > 2**64:
+            raise OverflowError(
+                f"the buffer's {size} bytes at {ptr:#x} reach beyond the 64-bit address space"
+            )
         if mr is not None and owner is not None:
             raise ValueError(
-                "give either mr (the buffer owns the memory and frees it) or owner (an object "
-                "kept alive while the buffer is open), not both"
+                "owner and memory resource cannot be both specified together: give either mr "
+                "(the buffer owns the memory and frees it) or owner (an object kept alive "
+                "while the buffer is open)"
             )
         if mr is not None and not isinstance(mr, MemoryResource):
             raise TypeError(
@@ -164,41 +176,42 @@ class Buffer:
             )
         if stream is not None and mr is None:
             raise ValueError("stream is the deallocation stream and needs mr; got mr=None")
-        return cls._new(ptr, size, owner, mr, stream, None)
+        return cls._new(ptr, size, owner, mr, stream, None, False)
 
     @classmethod
-    def _from_known(cls, ptr, size, *, owner=None, mr=None, stream=None, device_id,
-                    is_device_accessible, is_host_accessible, is_managed=False):
-        """Trusted constructor for memory whose location is already known.
+    def _from_known(cls, ptr, size, *, owner=None, mr=None, stream=None, location=None,
+                    readonly=False):  # fmt: skip
+        """Trusted constructor for memory whose values were checked by the caller.
 
-        For callers that produced or checked the values themselves (NumPy arrays,
-        DLPack CPU tensors, memory resources): no validation and no driver call.
-        ``ptr`` and ``size`` must be ``int`` in ``[0, 2**64)`` with ``size == 0``
-        when ``ptr == 0``; ``owner`` and ``mr`` must not both be given; the flags
-        must be ``bool``.
+        For callers that produced or checked the values themselves (imported tensors,
+        memory resources): no validation. ``ptr`` and ``size`` must be ``int`` with
+        ``ptr + size <= 2**64`` and ``size == 0`` when ``ptr == 0``; ``owner`` and ``mr``
+        must not both be given. ``location`` (a :class:`~layoutkit._driver.Location`)
+        says where the memory lives, ``None`` to ask the memory resource or the driver;
+        ``readonly`` marks read-only memory (every view of the buffer is read-only).
 
         Examples
         --------
         >>> import numpy as np
+        >>> from layoutkit._driver import HOST
         >>> a = np.ones(3)
-        >>> buf = Buffer._from_known(a.ctypes.data, a.nbytes, owner=a, device_id=-1,
-        ...                          is_device_accessible=False, is_host_accessible=True)
+        >>> buf = Buffer._from_known(a.ctypes.data, a.nbytes, owner=a, location=HOST)
         >>> buf.device_id, buf.is_host_accessible, buf.is_device_accessible, buf.is_managed
         (-1, True, False, False)
         """
-        info = (device_id, is_device_accessible, is_host_accessible, is_managed)
-        return cls._new(ptr, size, owner, mr, stream, info)
+        return cls._new(ptr, size, owner, mr, stream, location, readonly)
 
     @classmethod
-    def _new(cls, ptr, size, owner, mr, stream, info):
+    def _new(cls, ptr, size, owner, mr, stream, location, readonly):
         self = object.__new__(cls)
         self._ptr = ptr
         self._size = size
         self._owner = owner
         self._mr = mr
-        self._info = info
+        self._info = location
         self._hash = hash((ptr, size))
         self._closed = False
+        self._readonly = readonly
         self._finalizer = None
         if mr is not None:
             finalizer = weakref.finalize(self, mr.deallocate, ptr, size, stream)
@@ -211,7 +224,8 @@ class Buffer:
 
         Idempotent. ``stream`` overrides the deallocation stream recorded at creation.
         If the resource's ``deallocate`` raises, the buffer is closed anyway and the
-        error propagates (the memory is not freed twice).
+        error propagates (the memory is not freed twice). Views of the buffer refuse
+        every operation that touches memory from then on.
         """
         if self._closed:
             return
@@ -244,16 +258,14 @@ class Buffer:
 
     @property
     def ptr(self):
-        """Address of the first byte (``int``)."""
+        """Address of the first byte (``int``); ``RuntimeError`` once closed."""
         if self._closed:
             raise self._closed_error("ptr")
         return self._ptr
 
     @property
     def handle(self):
-        """Address of the first byte (``int``); the same as :attr:`ptr`."""
-        if self._closed:
-            raise self._closed_error("handle")
+        """Address of the first byte (``int``); 0 once closed, as in cuda.core."""
         return self._ptr
 
     @property
@@ -276,40 +288,135 @@ class Buffer:
         """Whether :meth:`close` has run."""
         return self._closed
 
-    def _pointer_info(self, attribute):
-        """(device_id, is_device_accessible, is_host_accessible, is_managed), cached."""
+    @property
+    def is_readonly(self):
+        """Whether the memory is read-only (it came from a read-only tensor).
+
+        Every view of a read-only buffer is read-only.
+        """
+        return self._readonly
+
+    @property
+    def is_mapped(self):
+        """Whether the buffer is mapped into this process through IPC (never, here)."""
+        return False
+
+    def _location(self, attribute):
+        """Where the memory lives, as one :class:`~layoutkit._driver.Location`, cached."""
         info = self._info
         if info is None:
             if self._closed:
                 raise self._closed_error(attribute)
             mr = self._mr
             if mr is not None:
-                info = _driver.PointerInfo(mr.device_id, bool(mr.is_device_accessible),
-                                           bool(mr.is_host_accessible), bool(mr.is_managed))
+                info = _driver.Location(mr.device_id, bool(mr.is_device_accessible),
+                                        bool(mr.is_host_accessible), bool(mr.is_managed))
             else:
-                info = _driver.pointer_info(self._ptr)
+                info = _pointer_location(self._ptr)
             self._info = info
         return info
+
+    def _check_open(self, attribute):
+        if self._closed:
+            raise self._closed_error(attribute)
 
     @property
     def device_id(self):
         """Device ordinal of the memory; -1 for host memory not tied to a device."""
-        return self._pointer_info("device_id")[0]
+        mr = self._mr
+        if mr is not None and self._info is None:
+            return mr.device_id
+        return self._location("device_id")[0]
 
     @property
     def is_device_accessible(self):
         """Whether kernels on a GPU can read and write the memory."""
-        return self._pointer_info("is_device_accessible")[1]
+        mr = self._mr
+        if mr is not None and self._info is None:
+            return bool(mr.is_device_accessible)
+        return self._location("is_device_accessible")[1]
 
     @property
     def is_host_accessible(self):
         """Whether the CPU can read and write the memory."""
-        return self._pointer_info("is_host_accessible")[2]
+        mr = self._mr
+        if mr is not None and self._info is None:
+            return bool(mr.is_host_accessible)
+        return self._location("is_host_accessible")[2]
 
     @property
     def is_managed(self):
         """Whether the memory is CUDA managed (unified) memory."""
-        return self._pointer_info("is_managed")[3]
+        mr = self._mr
+        if mr is not None and self._info is None:
+            return bool(mr.is_managed)
+        return self._location("is_managed")[3]
+
+    def __dlpack_device__(self):
+        """``(device_type, device_id)`` of the memory, as DLPack names them."""
+        self._check_open("__dlpack_device__")
+        device_accessible = self.is_device_accessible
+        host_accessible = self.is_host_accessible
+        if device_accessible and not host_accessible:
+            return (_kDLCUDA, self.device_id)
+        if device_accessible:
+            return (_kDLCUDAManaged if self.is_managed else _kDLCUDAHost, 0)
+        if host_accessible:
+            return (_kDLCPU, 0)
+        raise BufferError("buffer is neither device-accessible nor host-accessible")
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export the memory as a DLPack capsule of ``size`` ``int8`` elements (no copy).
+
+        As in cuda.core: no stream ordering (``stream`` is ignored, as if -1), and the
+        capsule keeps the buffer (not only its memory) alive until the consumer is done.
+        A read-only buffer exports a read-only versioned capsule and refuses the legacy
+        one.
+
+        Raises
+        ------
+        BufferError
+            For ``copy=True``, another ``dl_device``, a ``max_version`` tuple that is not
+            ``(major, minor)``, a buffer that is neither host- nor device-accessible, or
+            a read-only buffer asked for a legacy capsule.
+        TypeError
+            When ``max_version`` is not a tuple.
+        RuntimeError
+            For a closed buffer.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> a = np.arange(4, dtype=np.uint8)
+        >>> np.from_dlpack(Buffer.from_handle(a.ctypes.data, 4, owner=a)).tolist()
+        [0, 1, 2, 3]
+        """
+        from layoutkit.interop.dlpack import FLAG_READ_ONLY, export_capsule
+
+        self._check_open("__dlpack__")
+        if max_version is None:
+            versioned = False
+        elif type(max_version) is not tuple:
+            raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
+        elif len(max_version) == 2:
+            versioned = max_version[0] >= 1
+        else:
+            raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
+        if copy:
+            raise BufferError("copy=True: a Buffer exports its memory without a copy")
+        try:
+            device = self.__dlpack_device__()
+        except BufferError:
+            raise BufferError(
+                "invalid buffer: it is neither device-accessible nor host-accessible"
+            ) from None
+        if dl_device is not None and tuple(dl_device) != device:
+            raise BufferError(f"dl_device={dl_device!r}: the buffer lives on {device}")
+        if self._readonly and not versioned:
+            raise BufferError("a read-only buffer needs a versioned DLPack capsule")
+        flags = FLAG_READ_ONLY if self._readonly else 0
+        ptr = self._ptr if self._size else 0
+        return export_capsule(self, ptr, (self._size,), (1,), (0, 8, 1), device, flags, versioned)
 
     def __eq__(self, other):
         if not isinstance(other, Buffer):
@@ -336,7 +443,24 @@ class Buffer:
             keeper = f", owner={type(self._owner).__name__}"
         else:
             keeper = ""
-        return f"Buffer(ptr=0x{self._ptr:x}, size={self._size}{keeper})"
+        readonly = ", readonly" if self._readonly else ""
+        return f"Buffer(ptr=0x{self._ptr:x}, size={self._size}{keeper}{readonly})"
+
+
+_kDLCPU, _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 1, 2, 3, 13
+
+
+def _pointer_location(ptr):
+    """Where memory at ``ptr`` of unknown origin lives: the driver's answer, or host memory
+    where there is no driver or no device (no device memory can exist then)."""
+    try:
+        return _driver.pointer_info(ptr)
+    except _driver.NoDriverError:
+        return _driver.HOST
+    except _driver.CUDAError as exc:
+        if exc.error_name == "CUDA_ERROR_NO_DEVICE":
+            return _driver.HOST
+        raise
 
 
 class MemoryResource(abc.ABC):
@@ -378,11 +502,10 @@ class MemoryResource(abc.ABC):
 
     def _buffer(self, ptr, size, stream=None):
         """A Buffer owning ``[ptr, ptr + size)`` on behalf of this resource."""
-        return Buffer._from_known(
-            ptr, size, mr=self, stream=stream, device_id=self.device_id,
-            is_device_accessible=self.is_device_accessible,
-            is_host_accessible=self.is_host_accessible, is_managed=self.is_managed,
+        location = _driver.Location(
+            self.device_id, self.is_device_accessible, self.is_host_accessible, self.is_managed
         )
+        return Buffer._from_known(ptr, size, mr=self, stream=stream, location=location)
 
 
 class HostMemoryResource(MemoryResource):

@@ -6,14 +6,27 @@ and a :class:`~layoutkit.StridedLayout`. It exports itself through the same prot
 without copying, so NumPy, CuPy, torch and JAX can read it, and it keeps the memory
 alive for as long as any consumer holds it.
 
+Every door reads its producer into one :class:`~layoutkit.interop.record.ImportRecord`
+(see :mod:`layoutkit.interop`), checked before a view exists; a view is that record
+plus, made on first use, its buffer and where its memory lives. A view describes what
+it was made with: changing the producer's metadata afterwards (``array.shape = ...``)
+does not change the view.
+
 Address rule: ``view.layout`` is relative to ``view.buffer``, so
 ``view.ptr == view.buffer.ptr + view.layout.slice_offset_in_bytes``. For an imported
 tensor the buffer spans exactly the bytes its elements occupy, starting at the lowest
 addressed one; a tensor with negative strides therefore has a layout whose
 ``slice_offset`` points back at its element ``(0, ..., 0)``.
 
+Read-only is a property of the memory: a view of read-only memory, every view derived
+from it and every view of its buffer are read-only; so are views whose layout is not
+unique (broadcasts, as in NumPy) unless ``from_buffer(..., is_readonly=False)`` asks.
+
 Host memory needs no CUDA driver: NumPy arrays, buffer-protocol objects and CPU
 DLPack tensors give views whose buffer knows it is host memory (DECISIONS 12).
+
+Views cannot be pickled or deep-copied (``TypeError``, as for ``Buffer``): they refer to
+process-local memory whose owner must stay unique; ``copy.copy`` returns the view itself.
 
 Examples
 --------
@@ -25,6 +38,8 @@ Examples
 ((3, 2), (4, -2), dtype('int32'), -1)
 >>> np.from_dlpack(view).tolist() == a[:, ::-2].tolist()
 True
+>>> int(view[1, 0]), view[1:, 0].shape
+(7, (2,))
 """
 
 import functools
@@ -33,12 +48,16 @@ import warnings
 
 import numpy as np
 
-from . import _dtypes
-from ._dtypes import as_dtype, dlpack_itemsize, from_dlpack_dtype, to_dlpack_dtype
+from . import _driver
+from ._dtypes import as_dtype, to_dlpack_dtype
 from .interop import dlpack as _dlpack
-from .interop._native import ndarray_data_pointer
+from .interop import fastpaths as _fastpaths
+from .interop._native import MEMORY, WRITABLE_MEMORY
 from .interop.cai import cuda_interface_dict, read_cuda_array_interface
+from .interop.exchange import exchange_capsule
+from .interop.fastpaths import fast_record
 from .interop.host import interface_dict, read_array_interface
+from .interop.record import CURRENT_DEVICE, ImportRecord
 from .layout import StridedLayout
 from .memory import Buffer
 
@@ -48,207 +67,25 @@ _kDLCPU = _dlpack.kDLCPU
 _kDLCUDA = _dlpack.kDLCUDA
 _kDLCUDAHost = _dlpack.kDLCUDAHost
 _kDLCUDAManaged = _dlpack.kDLCUDAManaged
-_FLAG_READ_ONLY = _dlpack.FLAG_READ_ONLY
-_FLAG_IS_SUBBYTE_TYPE_PADDED = _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED
-_export_capsule = _dlpack.export_capsule
-_import_dlpack = _dlpack.import_dlpack
-_ndarray = np.ndarray
-_INT64_MAX = 2**63 - 1
-_HOST = (-1, False, True, False)  # where host memory is: see StridedMemoryView._where
 _CPU_DEVICE = (_kDLCPU, 0)
-# the native-byte-order NumPy dtypes DLPack carries (what NumPy's own export accepts)
-_NATIVE_DLPACK_DTYPES = frozenset(
-    dtype
-    for dtype in map(np.dtype, np.typecodes["All"])
-    if dtype.isnative and _dtypes.is_numpy_dlpack_dtype(dtype)
-)
+_attribute = operator.attrgetter
 
 
 def _is_dlpack(obj):
     return hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
 
 
-def _check_null(shape, what):
-    """Refuse a null data pointer for a tensor that has elements."""
-    volume = 1
-    for extent in shape:
-        volume *= extent
-    if volume:
-        raise BufferError(f"{what} has a null data pointer but {volume} elements")
+class _NoRecord:
+    """The record of an empty view (the deprecated ``StridedMemoryView()``): no layout."""
 
-
-def _shifted(layout):
-    """``layout`` moved so that its lowest offset is 0 (the buffer's first byte)."""
-    low, high = layout.offset_bounds
-    if low >= 0:
-        return layout
-    itemsize = layout.itemsize
-    if (high - low + 1) * itemsize > _INT64_MAX:
-        raise OverflowError(f"{layout!r} spans more than 2**63 bytes")
-    return StridedLayout._trusted(layout.shape, layout.strides, itemsize, layout.slice_offset - low)
-
-
-# Layouts are immutable, so those of imported NumPy and DLPack tensors are shared between
-# views of tensors with the same metadata (a program tends to see the same few shapes
-# again and again): one dict per kind of import, keyed by (shape, strides, itemsize).
-_LAYOUT_CACHE_LIMIT = 1024
-_NOT_WHOLE_ELEMENTS = object()  # an ndarray layout whose byte strides are no multiples
-
-
-def _cached(builder):
-    layouts = {}
-
-    @functools.wraps(builder)
-    def build(shape, strides, itemsize):
-        key = (shape, strides, itemsize)
-        layout = layouts.get(key)
-        if layout is None:
-            layout = builder(shape, strides, itemsize)
-            if len(layouts) >= _LAYOUT_CACHE_LIMIT:
-                layouts.clear()
-            layouts[key] = layout
-        return layout
-
-    build.cache = layouts
-    return build
-
-
-@_cached
-def _layout_of_ndarray(shape, byte_strides, itemsize):
-    """NumPy's own (valid, int64-safe) values: no checks beyond the itemsize division.
-
-    Returns ``_NOT_WHOLE_ELEMENTS`` where a byte stride is not a multiple of the itemsize.
-    """
-    strides = []
-    low = 0
-    for extent, byte_stride in zip(shape, byte_strides):  # noqa: B905 (same length)
-        stride, remainder = divmod(byte_stride, itemsize)
-        if remainder:
-            return _NOT_WHOLE_ELEMENTS
-        strides.append(stride)
-        if stride < 0:
-            low += (extent - 1) * stride
-    return StridedLayout._trusted(shape, tuple(strides), itemsize, -low)
-
-
-_ndarray_layouts = _layout_of_ndarray.cache
-
-
-@_cached
-def _layout_of_dlpack(shape, strides, itemsize):
-    """A DLPack tensor's int64 values, strides in elements, checked here in plain Python.
-
-    The checks are the ones ``StridedLayout`` makes (ndim, extents, int64 overflow of the
-    volume, byte strides and byte span); doing them here avoids a compiled-kernel call per
-    import.
-    """
-    ndim = len(shape)
-    if ndim > 64 or any(extent < 0 for extent in shape):
-        raise BufferError(f"DLPack tensor has an invalid shape {shape}")
-    if strides is None:  # a legacy producer's NULL strides: C order
-        return StridedLayout(shape, None, itemsize)
-    strides = _signed_strides(strides, itemsize)
-    volume = 1
-    low = high = 0
-    for extent, stride in zip(shape, strides):  # noqa: B905 (both have ndim entries)
-        volume *= extent
-        if abs(stride) * itemsize > _INT64_MAX:
-            raise OverflowError(f"DLPack tensor stride {stride} does not fit in int64 bytes")
-        if stride < 0:
-            low += (extent - 1) * stride
-        else:
-            high += (extent - 1) * stride
-    if volume == 0:
-        return StridedLayout._trusted(shape, strides, itemsize, 0)
-    if volume > _INT64_MAX or (high - low + 1) * itemsize > _INT64_MAX:
-        raise OverflowError(
-            f"DLPack tensor shape {shape}, strides {strides} spans more than int64 allows"
+    def __getattr__(self, name):
+        raise ValueError(
+            "this StridedMemoryView was made empty (StridedMemoryView() without an object): "
+            "it has no memory and no layout"
         )
-    return StridedLayout._trusted(shape, strides, itemsize, -low)
 
 
-_dlpack_layouts = _layout_of_dlpack.cache
-
-
-def _signed_strides(strides, itemsize):
-    """Undo a producer's unsigned division of a negative byte stride.
-
-    CuPy 14 exports the DLPack stride of a negative byte stride ``b`` as
-    ``(2**64 + b) // itemsize`` (an unsigned division), a value whose byte stride cannot
-    fit in int64. Such a stride is read back as the negative stride it encodes; any other
-    stride is kept, and the checks that follow reject what is still out of range.
-    """
-    if all(abs(s) * itemsize <= _INT64_MAX for s in strides) or 2**64 % itemsize:
-        return strides
-    wrap = 2**64 // itemsize
-    return tuple(
-        s - wrap if s * itemsize > _INT64_MAX and (wrap - s) * itemsize <= _INT64_MAX else s
-        for s in strides
-    )
-
-
-def _layout_of_interface(shape, byte_strides, itemsize):
-    """An array interface dict's values: fully validated, strides in bytes (None: C order).
-
-    Cached only where every value is an ``int``: a float or bool that equals one would
-    otherwise find the int's layout where the constructor refuses it.
-    """
-    types = set(map(type, shape))
-    if byte_strides is not None:
-        types.update(map(type, byte_strides))
-    if not types <= _INT_TYPE:
-        return _shifted(StridedLayout(shape, byte_strides, itemsize, divide_strides=True))
-    key = (shape, byte_strides, itemsize)
-    layout = _interface_layouts.get(key)
-    if layout is None:
-        layout = _shifted(StridedLayout(shape, byte_strides, itemsize, divide_strides=True))
-        if len(_interface_layouts) >= _LAYOUT_CACHE_LIMIT:
-            _interface_layouts.clear()
-        _interface_layouts[key] = layout
-    return layout
-
-
-_interface_layouts = {}
-_INT_TYPE = frozenset((int,))
-
-
-def _view_of_ndarray(cls, array, dlpack_dtypes_only):
-    """A ``cls`` view of a NumPy array, read directly, as its DLPack export or array interface
-    would describe it. The data pointer is read on first use.
-
-    Returns None where the protocol's own path has to decide (for DLPack, dtypes it
-    cannot carry; object dtypes; strides that are not multiples of the itemsize), so
-    its errors are kept.
-    """
-    dtype = array.dtype
-    if dtype not in _NATIVE_DLPACK_DTYPES:
-        if dlpack_dtypes_only:
-            try:  # ml_dtypes types: ours to carry (NumPy's export refuses them)
-                to_dlpack_dtype(dtype)
-            except BufferError:
-                return None
-        elif dtype.hasobject:
-            return None
-    shape = array.shape
-    strides = array.strides
-    itemsize = dtype.itemsize
-    layout = _ndarray_layouts.get((shape, strides, itemsize))
-    if layout is None:
-        layout = _layout_of_ndarray(shape, strides, itemsize)
-    if layout is _NOT_WHOLE_ELEMENTS:
-        return None
-    self = object.__new__(cls)
-    self._ptr = None
-    self._layout = layout
-    self._layout_args = None
-    self._dtype = dtype
-    self._dl_dtype = None
-    self._readonly = not array.flags.writeable
-    self._where = _HOST
-    self._dl_device = _CPU_DEVICE
-    self._exporting_obj = self._owner = array
-    self._buffer = None
-    return self
+_NO_RECORD = _NoRecord()
 
 
 class StridedMemoryView:
@@ -264,14 +101,13 @@ class StridedMemoryView:
     ptr : int
         Address of element ``(0, ..., 0)``.
     layout : StridedLayout
-        Shape, strides (in elements) and itemsize, relative to :attr:`buffer`. For an
-        imported tensor it is built on first use.
+        Shape, strides (in elements) and itemsize, relative to :attr:`buffer`.
     shape, strides : tuple of int
         The layout's; ``strides`` are in elements (``layout.strides_in_bytes`` gives bytes).
+    ndim, size : int
+        Number of dimensions and of elements.
     dtype : numpy.dtype or None
         ``None`` only for a :meth:`from_buffer` view made without a dtype.
-    size : int
-        Number of elements.
     device_id : int
         The device holding the memory; -1 for host memory.
     is_device_accessible : bool
@@ -293,26 +129,13 @@ class StridedMemoryView:
     """
 
     __slots__ = (
-        "_ptr",  # int, or None until read from the exporting NumPy array
-        "_layout",  # StridedLayout, or None until built from _layout_args
-        "_layout_args",  # (builder, shape, strides, itemsize) for the lazy layout
-        "_dtype",  # numpy dtype, or None
-        "_dl_dtype",  # (code, bits, lanes, padded) of a DLPack import until dtype is read
-        "_readonly",
-        # where the memory lives: (device_id, is_device_accessible, is_host_accessible,
-        # is_managed), or None to ask the buffer when first needed; device_id None: the
-        # current device (an empty CAI tensor with a null pointer)
-        "_where",
-        "_dl_device",  # (device_type, device_id) of a DLPack import, else None
-        "_exporting_obj",
-        # what keeps the memory alive: the exporter, a DLPack tensor or a Buffer; an ndarray
-        # here always has exactly the view's pointer, layout and dtype
-        "_owner",
-        "_buffer",  # Buffer, or None until made
+        "_record",  # the ImportRecord the view was made from (never changes)
+        "_location",  # where the memory lives, once known (a record may leave it open)
+        "_buffer",  # Buffer, or None until made (only a made buffer can have been closed)
         "__weakref__",
     )
 
-    def __init__(self, obj, stream_ptr=None):
+    def __init__(self, obj=None, stream_ptr=None):
         warnings.warn(
             "StridedMemoryView(obj, stream_ptr) is deprecated; use "
             "StridedMemoryView.from_any_interface(obj, stream_ptr) or the from_dlpack / "
@@ -320,25 +143,22 @@ class StridedMemoryView:
             DeprecationWarning,
             stacklevel=2,
         )
+        if obj is None:
+            self._record, self._location, self._buffer = _NO_RECORD, None, None
+            return
         other = type(self).from_any_interface(obj, stream_ptr)
-        for name in StridedMemoryView.__slots__[:-1]:
-            setattr(self, name, getattr(other, name))
+        self._record, self._location, self._buffer = other._record, None, other._buffer
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def _new(cls, ptr, readonly, exporting_obj, owner, where, layout_args):
+    def _from_record(cls, record, buffer=None):
+        """The one place a view is made: from a checked :class:`ImportRecord`."""
+        if not record.readonly and not record.layout.is_unique:
+            record = record._replace(readonly=True)  # aliasing views are read-only (NumPy's rule)
         self = object.__new__(cls)
-        self._ptr = ptr
-        self._layout = None
-        self._layout_args = layout_args
-        self._dtype = None
-        self._dl_dtype = None
-        self._readonly = readonly
-        self._where = where
-        self._dl_device = None
-        self._exporting_obj = exporting_obj
-        self._owner = owner
-        self._buffer = None
+        self._record = record
+        self._location = record.location
+        self._buffer = buffer
         return self
 
     @classmethod
@@ -348,84 +168,46 @@ class StridedMemoryView:
         A versioned (DLPack 1.x) capsule is requested, with a fall-back to the legacy
         protocol; the read-only flag and ``byte_offset`` are honoured. The producer's
         deleter runs exactly once, when the last view or buffer using the tensor dies.
+        NumPy arrays, torch tensors (through DLPack 1.3's C exchange API) and CuPy and
+        JAX arrays are read by fast paths with the same result.
 
         Parameters
         ----------
         obj : object
             The producer.
-        stream_ptr : int or None
-            The consumer stream handle; ``-1`` means no synchronization. A CPU tensor
-            needs ``-1`` (or 0); ``None`` is ambiguous for CPU and CUDA tensors.
+        stream_ptr : int, stream object or None
+            The consumer stream handle; ``-1`` means no synchronization. ``None`` is
+            ambiguous for a CUDA tensor; a CPU tensor needs no stream (DECISIONS 12).
 
         Raises
         ------
         TypeError
-            When ``obj`` does not support DLPack or ``stream_ptr`` is not an int.
+            When ``obj`` does not support DLPack or ``stream_ptr`` is not a stream.
         BufferError
             For an ambiguous stream, an unsupported device, or a bad capsule.
+        ValueError, OverflowError
+            For a negative extent, an invalid stride or values beyond int64.
 
         Examples
         --------
         >>> import numpy as np
         >>> a = np.arange(6.0).reshape(2, 3)
-        >>> StridedMemoryView.from_dlpack(a.T, stream_ptr=-1).strides
+        >>> StridedMemoryView.from_dlpack(a.T).strides
         (1, 3)
-        >>> StridedMemoryView.from_dlpack(a, stream_ptr=None)
-        Traceback (most recent call last):
-        ...
-        BufferError: stream_ptr=None is ambiguous for a CPU tensor: pass -1 for no synchronization
         """
-        if type(obj) is _ndarray and (stream_ptr == -1 or stream_ptr == 0):
-            view = _view_of_ndarray(cls, obj, True)
-            if view is not None:
-                return view
-        elif not _is_dlpack(obj):
-            raise TypeError(
-                f"{type(obj).__name__} object does not support DLPack (needs __dlpack__ and "
-                "__dlpack_device__)"
-            )
-        tensor = _import_dlpack(obj, stream_ptr)
-        device_type, device_id = device = tensor.device
-        if device_type == _kDLCPU:
-            where = _HOST
-        elif device_type == _kDLCUDA:
-            where = (device_id, True, False, False)
-        elif device_type in (_kDLCUDAHost, _kDLCUDAManaged):
-            where = (device_id, True, True, device_type == _kDLCUDAManaged)
-        else:
-            tensor.release()
-            name = _dlpack.DEVICE_TYPE_NAMES.get(device_type, "unknown")
-            raise BufferError(f"DLPack device type {device_type} ({name}) is not supported")
-        code, bits, lanes = tensor.dtype_triple
-        padded = tensor.padded
-        if lanes == 1 and bits > 0 and not bits & 7:  # whole bytes, as dlpack_itemsize says
-            itemsize = bits >> 3
-        else:
-            itemsize = dlpack_itemsize(code, bits, lanes, padded)
-        ptr = tensor.ptr
-        shape = tensor.shape
-        if ptr == 0:
-            _check_null(shape, f"{type(obj).__name__} DLPack tensor")
-        strides = tensor.strides
-        self = object.__new__(cls)
-        self._ptr = ptr
-        self._layout = layout = _dlpack_layouts.get((shape, strides, itemsize))
-        self._layout_args = (
-            (_layout_of_dlpack, shape, strides, itemsize) if layout is None else None
-        )
-        self._dtype = None
-        self._dl_dtype = (code, bits, lanes, padded)
-        self._readonly = tensor.readonly
-        self._where = where
-        self._dl_device = device
-        self._exporting_obj = obj
-        self._owner = tensor
-        self._buffer = None
-        return self
+        record = fast_record(obj, stream_ptr, True)
+        if record is None:
+            if not _is_dlpack(obj):
+                raise TypeError(
+                    f"{type(obj).__name__} object does not support DLPack (needs __dlpack__ "
+                    "and __dlpack_device__)"
+                )
+            record = _dlpack.import_dlpack(obj, stream_ptr)
+        return cls._from_record(record)
 
     @classmethod
     def from_cuda_array_interface(cls, obj, stream_ptr=None):
-        """A view of an object with ``__cuda_array_interface__`` (version 3 or newer).
+        """A view of an object with ``__cuda_array_interface__`` (version 2 or newer).
 
         Parameters
         ----------
@@ -440,17 +222,13 @@ class StridedMemoryView:
         TypeError
             When ``obj`` has no CUDA array interface.
         BufferError
-            For ``stream_ptr=None``, a version below 3, a mask or a malformed entry.
+            For ``stream_ptr=None``, a version below 2, a mask, a malformed entry or a
+            null pointer with elements.
+        ValueError, OverflowError
+            For a negative extent, a stride that is no multiple of the itemsize or
+            values beyond int64.
         """
-        info = read_cuda_array_interface(obj, stream_ptr)
-        where = None
-        if info.ptr == 0:
-            _check_null(info.shape, f"{type(obj).__name__}.__cuda_array_interface__")
-            where = (None, True, False, False)
-        layout_args = (_layout_of_interface, info.shape, info.strides, info.dtype.itemsize)
-        self = cls._new(info.ptr, info.readonly, obj, info.keeper, where, layout_args)
-        self._dtype = info.dtype
-        return self
+        return cls._from_record(read_cuda_array_interface(obj, stream_ptr))
 
     @classmethod
     def from_array_interface(cls, obj):
@@ -463,7 +241,11 @@ class StridedMemoryView:
         TypeError
             When ``obj`` has neither interface.
         BufferError
-            For a version below 3, a mask or a malformed entry.
+            For a version below 3, a mask, a malformed entry, or an array that does not
+            fit in the buffer its ``data`` names.
+        ValueError, OverflowError
+            For a negative extent, a stride that is no multiple of the itemsize or
+            values beyond int64.
 
         Examples
         --------
@@ -473,54 +255,55 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_array_interface(b"abcd").readonly
         True
         """
-        if type(obj) is _ndarray:
-            view = _view_of_ndarray(cls, obj, False)
-            if view is not None:
-                return view
-        info = read_array_interface(obj)
-        if info.ptr == 0:
-            _check_null(info.shape, f"{type(obj).__name__}.__array_interface__")
-        layout_args = (_layout_of_interface, info.shape, info.strides, info.dtype.itemsize)
-        self = cls._new(info.ptr, info.readonly, obj, info.keeper, _HOST, layout_args)
-        self._dtype = info.dtype
-        return self
+        return cls._from_record(read_array_interface(obj))
 
     @classmethod
     def from_any_interface(cls, obj, stream_ptr=None):
         """A view through the best protocol ``obj`` supports.
 
-        DLPack first, then ``__cuda_array_interface__``, then host memory through
-        ``__array_interface__`` or the buffer protocol (where ``stream_ptr`` is unused).
+        The producer's fast path if its type has one, else DLPack, then
+        ``__cuda_array_interface__``, then host memory through ``__array_interface__``
+        or the buffer protocol (where ``stream_ptr`` is unused). Host producers need no
+        ``stream_ptr``.
 
         Raises
         ------
         TypeError
             When ``obj`` supports none of them.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> StridedMemoryView.from_any_interface(np.zeros((2, 3))).shape
+        (2, 3)
         """
-        if type(obj) is _ndarray:
-            if stream_ptr == -1 or stream_ptr == 0:  # from_dlpack's fast path, one call less
-                view = _view_of_ndarray(cls, obj, True)
-                if view is not None:
-                    return view
-            return cls.from_dlpack(obj, stream_ptr)
+        record = fast_record(obj, stream_ptr, False)
+        if record is not None:
+            return cls._from_record(record)
         if _is_dlpack(obj):
-            return cls.from_dlpack(obj, stream_ptr)
+            return cls._from_record(_dlpack.import_dlpack(obj, stream_ptr))
         if hasattr(obj, "__cuda_array_interface__"):
-            return cls.from_cuda_array_interface(obj, stream_ptr)
-        if hasattr(obj, "__array_interface__"):
-            return cls.from_array_interface(obj)
-        try:
-            memoryview(obj).release()
-        except TypeError:
-            raise TypeError(
-                f"{type(obj).__name__} object supports none of DLPack, "
-                "__cuda_array_interface__, __array_interface__ or the buffer protocol"
-            ) from None
-        return cls.from_array_interface(obj)
+            return cls._from_record(read_cuda_array_interface(obj, stream_ptr))
+        if not hasattr(obj, "__array_interface__"):
+            try:
+                memoryview(obj).release()
+            except TypeError:
+                raise TypeError(
+                    f"{type(obj).__name__} object supports none of DLPack, "
+                    "__cuda_array_interface__, __array_interface__ or the buffer protocol"
+                ) from None
+        return cls._from_record(read_array_interface(obj))
 
     @classmethod
-    def from_buffer(cls, buffer, layout, dtype=None, is_readonly=False):
-        """A view of ``buffer`` with ``layout``: ``ptr = buffer.ptr + layout.slice_offset_in_bytes``.
+    def from_buffer(cls, buffer, *args, shape=None, strides=None, layout=None, itemsize=None,
+                    dtype=None, is_readonly=None):  # fmt: skip
+        """A view of ``buffer``: ``ptr = buffer.ptr + layout.slice_offset_in_bytes``.
+
+        Two call forms, as in cuda.core (DECISIONS 20)::
+
+            from_buffer(buffer, layout, dtype=None, is_readonly=None)
+            from_buffer(buffer, shape, strides=None, *, itemsize=None, dtype=None,
+                        is_readonly=None)
 
         Parameters
         ----------
@@ -528,19 +311,28 @@ class StridedMemoryView:
             Open buffer; every element the layout addresses must lie inside it.
         layout : StridedLayout
             Shape, strides and itemsize, relative to ``buffer.ptr``.
+        shape, strides : sequence of int
+            Instead of ``layout``: extents and strides in elements (``None``: C order).
+        itemsize : int, optional
+            With ``shape``: bytes per element; may be left out when ``dtype`` is given.
         dtype : optional
             Anything :func:`numpy.dtype` accepts (or an ml_dtypes name); its itemsize must
             be the layout's. ``None`` leaves the view without a dtype.
-        is_readonly : bool
-            Mark the view read-only.
+        is_readonly : bool or None
+            ``True``: read-only. ``None``: read-only if the buffer's memory is or the
+            layout is not unique (DECISIONS 19). ``False``: writable, even for a layout
+            that aliases elements; refused for read-only memory.
 
         Raises
         ------
         TypeError
-            For a non-Buffer, a non-layout, or a value that is not a dtype.
+            For a non-Buffer, a non-layout, an unknown call form, or a value that is
+            not a dtype.
         ValueError
-            For a closed buffer, a dtype whose itemsize differs from the layout's, or a
-            layout that reaches outside the buffer (DECISIONS 14).
+            For a closed buffer, a dtype whose itemsize differs from the layout's,
+            neither ``itemsize`` nor ``dtype`` in the shape form, a layout that reaches
+            outside the buffer (DECISIONS 14), or ``is_readonly=False`` for read-only
+            memory.
 
         Examples
         --------
@@ -551,19 +343,33 @@ class StridedMemoryView:
         >>> view = StridedMemoryView.from_buffer(buf, StridedLayout.dense((2, 4), 8)[:, 1::2], np.int64)
         >>> np.from_dlpack(view).tolist()
         [[1, 3], [5, 7]]
+        >>> StridedMemoryView.from_buffer(buf, shape=(2, 2), strides=(4, 1), dtype=np.int64).shape
+        (2, 2)
         >>> StridedMemoryView.from_buffer(buf, StridedLayout.dense((3, 4), 8), "i8")
         Traceback (most recent call last):
         ...
         ValueError: layout ... reaches byte 96 but the buffer has 64 bytes...
         """
+        layout, dtype, is_readonly = _buffer_arguments(
+            args, shape, strides, layout, itemsize, dtype, is_readonly
+        )
         if not isinstance(buffer, Buffer):
             raise TypeError(f"buffer must be a layoutkit Buffer, got {type(buffer).__name__}")
         if buffer.is_closed:
             raise ValueError("buffer is closed: a view needs an open Buffer")
-        return cls._over_buffer(buffer, layout, dtype, bool(is_readonly), buffer)
+        if is_readonly is False and buffer.is_readonly:
+            raise ValueError(
+                "is_readonly=False, but the buffer's memory is read-only (it came from a "
+                "read-only tensor); a writable view of it cannot be made"
+            )
+        readonly = bool(is_readonly) or buffer.is_readonly
+        view = cls._over_buffer(buffer, layout, dtype, readonly, buffer, None, None)
+        if is_readonly is False and view._record.readonly:  # asked for: writable aliasing
+            view._record = view._record._replace(readonly=False)
+        return view
 
     @classmethod
-    def _over_buffer(cls, buffer, layout, dtype, readonly, exporting_obj, dl_device=None):
+    def _over_buffer(cls, buffer, layout, dtype, readonly, exporter, location, dl_device):
         if not isinstance(layout, StridedLayout):
             raise TypeError(f"layout must be a StridedLayout, got {type(layout).__name__}")
         if dtype is not None:
@@ -586,14 +392,9 @@ class StridedMemoryView:
                     f"layout {layout!r} reaches byte {end} but the buffer has {buffer.size} "
                     "bytes; use to_dense() for a layout without gaps"
                 )
-        # where the memory lives is the buffer's to say, when first asked
         ptr = buffer.ptr + layout.slice_offset_in_bytes
-        self = cls._new(ptr, readonly, exporting_obj, buffer, None, None)
-        self._layout = layout
-        self._dtype = dtype
-        self._buffer = buffer
-        self._dl_device = dl_device
-        return self
+        record = ImportRecord(ptr, layout, dtype, location, readonly, exporter, buffer, dl_device)
+        return cls._from_record(record, buffer)
 
     def view(self, layout=None, dtype=None):
         """This view's memory with another layout and/or dtype.
@@ -601,8 +402,8 @@ class StridedMemoryView:
         ``layout`` is relative to :attr:`buffer`, like :attr:`layout` (so
         ``view.view(view.layout[::2])`` takes every other element). A missing argument
         keeps this view's; with both missing, the view itself is returned. The result
-        keeps the read-only flag and exporting object. No CUDA driver is needed for
-        host memory.
+        keeps the read-only flag (and is read-only where ``layout`` is not unique) and
+        the exporting object. No CUDA driver is needed for host memory.
 
         Raises
         ------
@@ -619,143 +420,204 @@ class StridedMemoryView:
         """
         if layout is None and dtype is None:
             return self
+        record = self._record
         if layout is None:
-            layout = self.layout
+            layout = record.layout
         if dtype is None:
-            dtype = self.dtype
+            dtype = record.dtype
         return self._over_buffer(
-            self.buffer, layout, dtype, self._readonly, self._exporting_obj, self._dl_device
-        )
+            self.buffer, layout, dtype, record.readonly, record.exporter, self._location,
+            record.dl_device,
+        )  # fmt: skip
+
+    def with_layout(self, layout):
+        """The view of the same memory with ``layout`` (relative to :attr:`buffer`).
+
+        The same as ``view(layout)``, and what ``v.with_layout(layout)`` means in
+        compiled code; the itemsize must stay the dtype's.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> view = StridedMemoryView.from_array_interface(np.arange(6.0).reshape(2, 3))
+        >>> view.with_layout(view.layout.permuted((1, 0))).shape
+        (3, 2)
+        """
+        if not isinstance(layout, StridedLayout):
+            raise TypeError(f"with_layout() needs a StridedLayout, got {type(layout).__name__}")
+        return self.view(layout)
+
+    def permuted(self, axis_order):
+        """The view with its axes in ``axis_order`` (as ``layout.permuted``; a transpose).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> view = StridedMemoryView.from_array_interface(np.zeros((2, 3, 4)))
+        >>> view.permuted((2, 0, 1)).shape
+        (4, 2, 3)
+        """
+        return self.view(self._record.layout.permuted(axis_order))
 
     # ------------------------------------------------------------------ attributes
-    @property
-    def ptr(self):
-        """Address of element ``(0, ..., 0)`` (``int``)."""
-        ptr = self._ptr
-        if ptr is None:
-            ptr = self._ptr = ndarray_data_pointer(self._exporting_obj)
-        return ptr
+    ptr = property(_attribute("_record.ptr"), doc="Address of element ``(0, ..., 0)`` (``int``).")
+    layout = property(
+        _attribute("_record.layout"), doc="The :class:`StridedLayout`, relative to :attr:`buffer`."
+    )
+    _layout = layout  # cuda.core's name for it
+    shape = property(_attribute("_record.layout.shape"), doc="Extents (``tuple`` of ``int``).")
+    strides = property(
+        _attribute("_record.layout.strides"), doc="Strides in elements (``tuple`` of ``int``)."
+    )
+    size = property(_attribute("_record.layout.volume"), doc="Number of elements.")
+    ndim = property(_attribute("_record.layout.ndim"), doc="Number of dimensions.")
+    dtype = property(
+        _attribute("_record.dtype"),
+        doc="The element type (:class:`numpy.dtype`), or ``None`` if the view has none.",
+    )
+    readonly = property(
+        _attribute("_record.readonly"),
+        doc="Whether the memory must not be written through this view.",
+    )
+    exporting_obj = property(
+        _attribute("_record.exporter"),
+        doc="The imported object, or the Buffer a :meth:`from_buffer` view was made from.",
+    )
 
-    @property
-    def layout(self):
-        """The :class:`StridedLayout`, relative to :attr:`buffer`; built on first use."""
-        layout = self._layout
-        if layout is None:
-            build, shape, strides, itemsize = self._layout_args
-            layout = self._layout = build(shape, strides, itemsize)
-            self._layout_args = None
-        return layout
-
-    @property
-    def shape(self):
-        """Extents (``tuple`` of ``int``)."""
-        return (self._layout or self.layout).shape
-
-    @property
-    def strides(self):
-        """Strides in elements (``tuple`` of ``int``)."""
-        return (self._layout or self.layout).strides
-
-    @property
-    def size(self):
-        """Number of elements."""
-        return (self._layout or self.layout).volume
-
-    @property
-    def dtype(self):
-        """The element type (:class:`numpy.dtype`), or ``None`` if the view has none."""
-        dtype = self._dtype
-        if dtype is None and self._dl_dtype is not None:
-            dtype = self._dtype = from_dlpack_dtype(*self._dl_dtype)
-        return dtype
-
-    def _location(self):
-        where = self._where
-        if where is None:
-            buffer = self.buffer
-            where = self._where = (
-                buffer.device_id, buffer.is_device_accessible, buffer.is_host_accessible,
-                buffer.is_managed,
-            )  # fmt: skip
-        elif where[0] is None:  # an empty CAI tensor with a null pointer: the current device
-            from . import _driver
-
-            where = self._where = (_driver.ensure_context(), *where[1:])
-        return where
+    def _where(self):
+        """Where the memory lives (a :class:`~layoutkit._driver.Location`), found once."""
+        location = self._location
+        if location is None or location.device_id is None:
+            if location is CURRENT_DEVICE:  # an empty CUDA tensor without a pointer
+                location = location._replace(device_id=_driver.ensure_context())
+            else:
+                location = self.buffer._location("device_id")
+            self._location = location
+        return location
 
     @property
     def device_id(self):
         """Device ordinal of the memory; -1 for host memory."""
-        return self._location()[0]
+        return self._where()[0]
 
     @property
     def is_device_accessible(self):
         """Whether GPU kernels can access the memory."""
-        return self._location()[1]
-
-    @property
-    def readonly(self):
-        """Whether the memory must not be written through this view."""
-        return self._readonly
-
-    @property
-    def exporting_obj(self):
-        """The imported object, or the Buffer a :meth:`from_buffer` view was made from."""
-        return self._exporting_obj
+        return self._where()[1]
 
     @property
     def buffer(self):
         """The :class:`~layoutkit.Buffer` that :attr:`layout` addresses (made on first use)."""
         buffer = self._buffer
         if buffer is None:
-            layout = self.layout
-            base = self.ptr - layout.slice_offset_in_bytes
-            high = layout.max_offset
-            size = (high + 1) * layout.itemsize if high >= 0 else 0
-            where = self._where
-            if where is None:  # a CAI import: the driver knows where the memory is
-                buffer = Buffer.from_handle(base, size, owner=self._owner)
-            else:
-                device_id, device_accessible, host_accessible, managed = self._location()
-                buffer = Buffer._from_known(
-                    base, size, owner=self._owner, device_id=device_id,
-                    is_device_accessible=device_accessible, is_host_accessible=host_accessible,
-                    is_managed=managed,
-                )  # fmt: skip
-            self._buffer = buffer
+            record = self._record
+            layout = record.layout
+            base = record.ptr - layout.slice_offset_in_bytes
+            size = (layout.max_offset + 1) * layout.itemsize
+            location = self._location
+            if location is not None and location.device_id is None:
+                location = self._where()
+            buffer = self._buffer = Buffer._from_known(
+                base, size, owner=record.owner, location=location, readonly=record.readonly
+            )
         return buffer
+
+    # ------------------------------------------------------------------ element access
+    def _check_open(self, operation):
+        """Refuse ``operation`` on memory whose buffer was closed, whatever was cached."""
+        buffer = self._buffer
+        if buffer is not None and buffer.is_closed:
+            raise BufferError(f"{operation}: the view's buffer is closed; there is no memory")
+
+    def _element_address(self, index, operation):
+        """Address of the element ``index`` names, or ``None`` when it names a sub-view."""
+        record = self._record
+        layout = record.layout
+        sub = layout.sliced(index)
+        if sub.ndim or not _all_integers(index, layout.ndim):
+            return sub, None
+        self._check_open(operation)
+        if not self._where()[2]:
+            raise ValueError(
+                f"{operation}: the view is device memory (device {self.device_id}), which the "
+                "host cannot read; copy it to host memory, or index it inside a kernel"
+            )
+        if record.dtype is None:
+            raise TypeError(f"{operation}: the view has no dtype; make one with view(dtype=...)")
+        return sub, record.ptr + (sub.slice_offset - layout.slice_offset) * layout.itemsize
+
+    def __getitem__(self, index):
+        """``v[i, j]``: the element (a NumPy scalar); slices, ``None``, ``...``: a view.
+
+        Indices follow NumPy's basic indexing (negative indices count from the end); an
+        index outside its extent raises ``AxisError`` (an ``IndexError``). Elements are
+        read from host memory only: device views raise ``ValueError`` (their sub-views
+        are views as any other).
+        """
+        sub, address = self._element_address(index, "indexing")
+        if address is None:
+            return self.view(sub)
+        return np.frombuffer(MEMORY, self._record.dtype, 1, address)[0]
+
+    def __setitem__(self, index, value):
+        """``v[i, j] = x`` stores one element (cast to the dtype); ``v[1:] = x`` copies.
+
+        Host memory only for elements; read-only views raise ``ValueError``. A slice
+        assignment copies ``x`` (a view, an array or a scalar, broadcast as NumPy does)
+        with :func:`layoutkit.copy`.
+        """
+        record = self._record
+        if record.readonly:
+            raise ValueError("item assignment: the view is read-only")
+        sub, address = self._element_address(index, "item assignment")
+        if address is None:
+            from .copy import copy
+
+            source = value if _is_array_like(value) else np.asarray(value, dtype=record.dtype)
+            copy(self.view(sub), source)
+            return
+        np.frombuffer(WRITABLE_MEMORY, record.dtype, 1, address)[0] = value
+
+    def __len__(self):
+        layout = self._record.layout
+        if not layout.ndim:
+            raise TypeError("len() of a 0-d view")
+        return layout.shape[0]
 
     # ------------------------------------------------------------------ copies
     def copy_from(self, other, stream=None):
-        """Copy the elements of view ``other`` into this view (see :func:`layoutkit.copy`)."""
+        """Copy the elements of ``other`` into this view (see :func:`layoutkit.copy`).
+
+        ``other`` may be a view or anything :meth:`from_any_interface` accepts.
+        """
         from .copy import copy
 
         return copy(self, other, stream=stream)
 
     def copy_to(self, other, stream=None):
-        """Copy the elements of this view into view ``other`` (see :func:`layoutkit.copy`)."""
+        """Copy the elements of this view into ``other`` (see :func:`layoutkit.copy`).
+
+        ``other`` may be a view or anything :meth:`from_any_interface` accepts.
+        """
         from .copy import copy
 
         return copy(other, self, stream=stream)
 
     # ------------------------------------------------------------------ export
-    def _check_open(self):
-        buffer = self._buffer
-        if buffer is not None and buffer.is_closed:
-            raise BufferError("the view's buffer is closed: there is no memory to export")
-
     def __dlpack_device__(self):
         """``(device_type, device_id)`` as DLPack names them."""
-        self._check_open()
-        device = self._dl_device
+        self._check_open("__dlpack_device__")
+        device = self._record.dl_device
         if device is not None:
             return device
-        device_id, device_accessible, host_accessible, managed = self._location()
-        if not device_accessible:
+        device_id, device_accessible, host_accessible, managed = self._where()
+        if device_accessible:
+            if not host_accessible:
+                return (_kDLCUDA, device_id)
+            return (_kDLCUDAManaged if managed else _kDLCUDAHost, 0)
+        if host_accessible:
             return _CPU_DEVICE
-        if not host_accessible:
-            return (_kDLCUDA, device_id)
-        return (_kDLCUDAManaged if managed else _kDLCUDAHost, 0)
+        raise BufferError("buffer is neither device-accessible nor host-accessible")
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export the view as a DLPack capsule, without a copy.
@@ -763,81 +625,84 @@ class StridedMemoryView:
         The capsule keeps this view (and so its memory) alive until the consumer's
         deleter runs. A versioned (DLPack 1.x) capsule is made when ``max_version`` is
         at least ``(1, 0)``; it carries the read-only flag. ``stream`` needs no action:
-        a view has no pending work of its own.
+        a view has no pending work of its own. bfloat16 and float8 views are exported
+        with their DLPack type codes.
 
         Raises
         ------
         BufferError
             Without a dtype, for a dtype DLPack cannot carry, for ``copy=True``, for
             another ``dl_device`` (a host-accessible view may be asked for ``(1, 0)``,
-            the CPU), for a read-only view asked for a legacy capsule, or
-            for a closed buffer.
+            the CPU), for a read-only view asked for a legacy capsule, for a
+            ``max_version`` tuple that is not ``(major, minor)``, or for a closed buffer.
         TypeError
-            When ``max_version`` is not a ``(major, minor)`` tuple.
+            When ``max_version`` is not a tuple.
         """
-        buffer = self._buffer
-        if buffer is not None and buffer.is_closed:
-            raise BufferError("the view's buffer is closed: there is no memory to export")
+        self._check_open("__dlpack__")
         if max_version is None:
             versioned = False
-        elif type(max_version) is tuple and len(max_version) == 2:
+        elif type(max_version) is not tuple:
+            raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
+        elif len(max_version) == 2:
             versioned = max_version[0] >= 1
         else:
-            raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
+            raise BufferError(f"max_version={max_version!r} must be a (major, minor) tuple")
         if copy:
             raise BufferError("copy=True: a StridedMemoryView exports its memory without a copy")
-        device = self._dl_device or self.__dlpack_device__()
+        device = self._record.dl_device or self.__dlpack_device__()
         if dl_device is not None and tuple(dl_device) != device:
-            if tuple(dl_device) != _CPU_DEVICE or not self._location()[2]:
+            if tuple(dl_device) != _CPU_DEVICE or not self._where()[2]:
                 raise BufferError(
                     f"dl_device={dl_device!r}: the view lives on {device} and is not copied"
                 )
             device = _CPU_DEVICE  # pinned or managed memory, read as host memory
         if stream is not None:
-            _dlpack._int_stream(stream)
-        owner = self._owner
-        if type(owner) is _ndarray:  # the view is exactly this array: NumPy's export is faster
-            try:
-                return owner.__dlpack__(max_version=max_version)
-            except BufferError:  # e.g. ml_dtypes types, which only our export carries
-                pass
-        dtype = self._dtype
-        if dtype is None:
-            dtype = self.dtype
-            if dtype is None:
-                raise BufferError("the view has no dtype; DLPack export needs one")
-        code, bits, lanes, padded = to_dlpack_dtype(dtype)
-        flags = 0
-        if self._readonly:
-            if not versioned:
-                raise BufferError(
-                    "a read-only view needs a versioned DLPack capsule (max_version >= (1, 0)); "
-                    "the legacy protocol cannot mark data read-only"
-                )
-            flags = _FLAG_READ_ONLY
-        if padded:
-            if not versioned:
-                raise BufferError(f"{dtype} needs a versioned DLPack capsule")
-            flags |= _FLAG_IS_SUBBYTE_TYPE_PADDED
-        layout = self._layout or self.layout
-        shape = layout.shape
-        ptr = 0 if 0 in shape else self._ptr or self.ptr
-        return _export_capsule(
-            self, ptr, shape, layout.strides, (code, bits, lanes), device, flags, versioned
+            _dlpack.consumer_stream(stream)
+        exporter, ptr, shape, strides, dtype_triple, device, flags = self._export_fields(device)
+        if self._record.readonly and not versioned:
+            raise BufferError(
+                "a read-only view needs a versioned DLPack capsule (max_version >= (1, 0)); "
+                "the legacy protocol cannot mark data read-only"
+            )
+        if flags & _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED and not versioned:
+            raise BufferError(f"{self._record.dtype} needs a versioned DLPack capsule")
+        return _dlpack.export_capsule(
+            exporter, ptr, shape, strides, dtype_triple, device, flags, versioned
         )
 
+    def _export_fields(self, device=None):
+        """What a DLPack export of this view says (``pack_managed``'s arguments)."""
+        record = self._record
+        dtype = record.dtype
+        if dtype is None:
+            raise BufferError("the view has no dtype; DLPack export needs one")
+        code, bits, lanes, padded = to_dlpack_dtype(dtype)
+        flags = _dlpack.FLAG_READ_ONLY if record.readonly else 0
+        if padded:
+            flags |= _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED
+        layout = record.layout
+        ptr = record.ptr if layout.volume else 0
+        if device is None:
+            device = record.dl_device or self.__dlpack_device__()
+        return self, ptr, layout.shape, layout.strides, (code, bits, lanes), device, flags
+
     def _interface(self, make):
-        layout = self.layout
+        record = self._record
+        layout = record.layout
         return make(
-            self.ptr, self._readonly, layout.shape, layout.strides_in_bytes, self.dtype,
+            record.ptr, record.readonly, layout.shape, layout.strides_in_bytes, record.dtype,
             layout.itemsize,
         )  # fmt: skip
 
     @property
     def __array_interface__(self):
-        """The NumPy array interface (v3) of a host-accessible view."""
-        self._check_open()
-        if not self._location()[2]:
+        """The NumPy array interface (v3) of a host-accessible view.
+
+        ml_dtypes types (bfloat16, float8, ...) come back as themselves from
+        ``numpy.asarray(view)`` (their dtype is given as ``descr``).
+        """
+        self._check_open("__array_interface__")
+        if not self._where()[2]:
             raise AttributeError(
                 "__array_interface__: the view's memory is not host-accessible "
                 "(use __cuda_array_interface__)"
@@ -847,8 +712,8 @@ class StridedMemoryView:
     @property
     def __cuda_array_interface__(self):
         """The CUDA array interface (v3) of a device-accessible view (``stream`` None)."""
-        self._check_open()
-        if not self.is_device_accessible:
+        self._check_open("__cuda_array_interface__")
+        if not self._where()[1]:
             raise AttributeError(
                 "__cuda_array_interface__: the view's memory is not device-accessible "
                 "(use __array_interface__)"
@@ -862,6 +727,15 @@ class StridedMemoryView:
 
         return view_numba_type(self)
 
+    def __copy__(self):
+        return self  # immutable: a copy is the view itself
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "cannot pickle or deep-copy a StridedMemoryView: it refers to process-local memory "
+            "whose owner must stay unique; copy the data (e.g. numpy.array(view)) instead"
+        )
+
     def _repr_html_(self):
         """Jupyter: a picture of the layout and a table of the view's properties."""
         from ._display import view_html
@@ -869,19 +743,125 @@ class StridedMemoryView:
         return view_html(self)
 
     def __repr__(self):
-        layout = self.layout
-        dtype = self.dtype
+        record = self._record
+        if record is _NO_RECORD:
+            return "StridedMemoryView(empty)"
+        layout = record.layout
+        dtype = record.dtype
         return (
-            f"StridedMemoryView(ptr=0x{self.ptr:x},\n"
+            f"StridedMemoryView(ptr=0x{record.ptr:x},\n"
             f"                  shape={layout.shape},\n"
             f"                  strides={layout.strides},\n"
             f"                  itemsize={layout.itemsize},\n"
             f"                  dtype={dtype if dtype is None else dtype.name},\n"
             f"                  device_id={self.device_id},\n"
             f"                  is_device_accessible={self.is_device_accessible},\n"
-            f"                  readonly={self._readonly},\n"
-            f"                  exporting_obj={type(self._exporting_obj).__name__})"
+            f"                  readonly={record.readonly},\n"
+            f"                  exporting_obj={type(record.exporter).__name__})"
         )
+
+
+def _all_integers(index, ndim):
+    items = index if type(index) is tuple else (index,)
+    return len(items) == ndim and all(
+        type(i) is int or (type(i) is not bool and hasattr(type(i), "__index__")) for i in items
+    )
+
+
+def _is_array_like(value):
+    return isinstance(value, StridedMemoryView) or any(
+        hasattr(value, name)
+        for name in ("__dlpack__", "__cuda_array_interface__", "__array_interface__")
+    )
+
+
+def _buffer_arguments(args, shape, strides, layout, itemsize, dtype, is_readonly):
+    """Read ``from_buffer``'s two call forms into ``(layout, dtype, is_readonly)``."""
+    if args and isinstance(args[0], StridedLayout):  # (buffer, layout, dtype, is_readonly)
+        if len(args) > 3 or layout is not None or shape is not None or strides is not None:
+            raise TypeError(
+                "from_buffer(buffer, layout, dtype=None, is_readonly=None): got more "
+                "positional arguments, or shape/strides/layout besides a layout"
+            )
+        layout = args[0]
+        if len(args) > 1:
+            dtype = args[1] if dtype is None else _twice("dtype")
+        if len(args) > 2:
+            is_readonly = args[2] if is_readonly is None else _twice("is_readonly")
+    elif layout is not None:
+        if args or shape is not None or strides is not None:
+            raise TypeError("from_buffer: give layout=, or shape (and strides), not both")
+        if not isinstance(layout, StridedLayout):
+            raise TypeError(f"layout must be a StridedLayout, got {type(layout).__name__}")
+    else:  # (buffer, shape, strides=None, *, itemsize=None, dtype=None, is_readonly=None)
+        if len(args) > 2:
+            raise TypeError(
+                "from_buffer(buffer, shape, strides=None, *, itemsize=None, dtype=None, "
+                f"is_readonly=None) takes at most 2 positional arguments after buffer, got {len(args)}"
+            )
+        if args:
+            shape = args[0] if shape is None else _twice("shape")
+        if len(args) > 1:
+            strides = args[1] if strides is None else _twice("strides")
+        if shape is None:
+            raise TypeError("from_buffer needs a layout, or a shape (and strides)")
+        if dtype is not None:
+            dtype = as_dtype(dtype)
+        if itemsize is None and dtype is None:
+            raise ValueError("from_buffer(buffer, shape, ...) needs itemsize or dtype")
+        if itemsize is not None and dtype is not None and itemsize != dtype.itemsize:
+            raise ValueError(
+                f"itemsize ({itemsize}) does not match dtype.itemsize ({dtype.itemsize})"
+            )
+        layout = StridedLayout(shape, strides, dtype.itemsize if dtype is not None else itemsize)
+        return layout, dtype, is_readonly
+    if itemsize is not None and itemsize != layout.itemsize:
+        raise ValueError(f"itemsize ({itemsize}) does not match the layout's ({layout.itemsize})")
+    return layout, dtype, is_readonly
+
+
+def _twice(name):
+    raise TypeError(f"from_buffer got {name} both as a positional and as a keyword argument")
+
+
+def _view_of_view(view, stream_ptr, dlpack_only):
+    """A view imported from a view: the same memory, kept alive by the view imported."""
+    view._check_open("import")
+    record = view._record
+    if dlpack_only and record.dtype is None:
+        return None  # the DLPack export refuses it, as it must
+    if dlpack_only:
+        try:
+            to_dlpack_dtype(record.dtype)
+        except BufferError:
+            return None
+    return record._replace(location=view._location, exporter=view, owner=view)
+
+
+_fastpaths.register(StridedMemoryView, _view_of_view)
+StridedMemoryView.__dlpack_c_exchange_api__ = exchange_capsule(
+    lambda obj: _exportable(obj)._export_fields(),
+    lambda obj: _borrowed_fields(_exportable(obj)),
+    lambda address: StridedMemoryView._from_record(_dlpack.managed_record(address)),
+)
+StridedMemoryView.__c_dlpack_exchange_api__ = StridedMemoryView.__dlpack_c_exchange_api__
+
+
+def _exportable(obj):
+    if not isinstance(obj, StridedMemoryView):
+        raise TypeError(f"{type(obj).__name__} is not a StridedMemoryView")
+    obj._check_open("DLPack export")
+    return obj
+
+
+def _borrowed_fields(view):
+    """DLTensor fields pointing at the layout's own int64 shape|strides array."""
+    _, ptr, shape, _, dtype_triple, device, _ = view._export_fields()
+    ndim = len(shape)
+    if not ndim:
+        return ptr, device, dtype_triple, 0, 0, 0
+    address = view._record.layout._lay().buffer_info()[0]  # lives as long as the layout
+    return ptr, device, dtype_triple, ndim, address, address + 8 * ndim
 
 
 class _ViewableArgument:

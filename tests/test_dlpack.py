@@ -5,9 +5,11 @@ independently of ``layoutkit.interop.dlpack``'s ``struct`` formats, and count ho
 their deleter runs.
 """
 
+import contextlib
 import ctypes
 import gc
 import sys
+import tracemalloc
 import weakref
 
 import numpy as np
@@ -120,12 +122,21 @@ def test_null_data_without_elements_is_fine():
     assert np.from_dlpack(view).shape == (0, 3)
 
 
-def test_unsupported_dtype_fails_on_dtype_not_on_layout():
-    producer = Producer(np.zeros(4, dtype=np.uint64), dtype=(3, 64, 1))  # opaque handles
-    view = StridedMemoryView.from_dlpack(producer, -1)
-    assert view.shape == (4,) and view.layout.itemsize == 8
-    with pytest.raises(TypeError, match="opaque handle"):
-        view.dtype  # noqa: B018
+@pytest.mark.parametrize(
+    ("dtype", "error", "message"),
+    [
+        ((3, 64, 1), TypeError, "opaque handle"),
+        ((2, 32, 4), BufferError, "lanes != 1"),
+        ((2, 0, 1), TypeError, "no NumPy equivalent"),
+    ],
+)
+def test_unsupported_dtypes_fail_at_import_and_still_delete(dtype, error, message):
+    """Errors come early: a dtype is translated (and refused) when the capsule is read."""
+    producer = Producer(np.zeros(4, dtype=np.uint64), dtype=dtype)
+    with pytest.raises(error, match=message):
+        StridedMemoryView.from_dlpack(producer, -1)
+    gc.collect()
+    assert producer.deleted == 1
 
 
 def test_packed_sub_byte_is_refused():
@@ -147,7 +158,6 @@ def test_padded_sub_byte_round_trip():
 @pytest.mark.parametrize(
     ("stream_ptr", "error", "message"),
     [
-        (None, BufferError, "stream_ptr=None is ambiguous for a CPU tensor"),
         ("0", TypeError, "stream_ptr='0' must be a stream handle"),
         (1.5, TypeError, "stream_ptr=1.5 must be a stream handle"),
         (True, TypeError, "stream_ptr=True must be a stream handle"),
@@ -161,10 +171,13 @@ def test_cpu_stream_rules(stream_ptr, error, message):
 
 
 def test_cpu_stream_zero_means_none_and_other_values_pass():
+    """DECISIONS 12: a host producer needs no stream (None, -1 and 0 all mean none)."""
     producer = Producer(np.arange(3.0))
     StridedMemoryView.from_dlpack(producer, 0)
+    StridedMemoryView.from_dlpack(producer, None)
+    StridedMemoryView.from_dlpack(producer)
     StridedMemoryView.from_dlpack(producer, 7)
-    assert [r["stream"] for r in producer.requests] == [None, 7]
+    assert [r["stream"] for r in producer.requests] == [None, None, None, 7]
 
 
 def test_cuda_stream_rules():
@@ -221,14 +234,21 @@ def _view(array):
     return StridedMemoryView.from_array_interface(InterfaceOnly(array))
 
 
-def test_views_of_whole_ndarrays_reexport_through_numpy():
-    """Same capsule contents, NumPy's C deleter; the array stays alive as long as needed."""
+def test_views_of_ndarrays_export_what_they_were_made_with():
+    """The capsule describes the view, not the array's metadata now (issue 9)."""
+    a = np.arange(12.0).reshape(3, 4)
+    view = StridedMemoryView.from_dlpack(a, -1)
+    a.shape = (4, 3)
+    assert np.from_dlpack(view).shape == (3, 4)
+    assert np.asarray(view).shape == (3, 4)
+    assert StridedMemoryView.from_dlpack(view).shape == (3, 4)
+
+
+def test_views_of_ndarrays_keep_the_array_alive_as_long_as_needed():
     a = np.arange(12.0).reshape(3, 4)[:, ::-1]
     alive = weakref.ref(a)
     view = StridedMemoryView.from_dlpack(a, -1)
-    references = sys.getrefcount(view)
     consumer = np.from_dlpack(view)
-    assert sys.getrefcount(view) == references  # the capsule holds the array, not the view
     del view
     np.testing.assert_array_equal(consumer, a)
     assert consumer.__array_interface__["data"][0] == a.__array_interface__["data"][0]
@@ -336,7 +356,7 @@ def test_export_fields_through_our_own_import():
         assert tensor.versioned and tensor.flags == 0
         assert tensor.shape == a.shape
         assert tensor.strides == tuple(s // a.itemsize for s in a.strides)
-        assert tensor.ptr == a.__array_interface__["data"][0] and tensor.byte_offset == 0
+        assert tensor.data == a.__array_interface__["data"][0] and tensor.byte_offset == 0
         assert tensor.dtype_triple == (5, 64, 1) and tensor.device == (1, 0)
 
 
@@ -396,17 +416,19 @@ def test_deleter_runs_even_when_the_consumer_is_the_last_reference():
 @pytest.mark.parametrize(
     ("shape", "strides", "error", "message"),
     [
-        ((-1,), (1,), BufferError, "invalid shape \\(-1,\\)"),
-        ((2,), (2**62,), OverflowError, "does not fit in int64 bytes"),
-        ((2**40, 2**40), (0, 0), OverflowError, "spans more than int64 allows"),
+        ((-1,), (1,), ValueError, "shape\\[0\\] = -1 is negative"),
+        ((2,), (2**62,), OverflowError, "int64"),
+        ((2**40, 2**40), (0, 0), OverflowError, "int64"),
+        ((3,), (2**62 + 5,), OverflowError, "int64"),  # not CuPy's unsigned division
     ],
 )
-def test_impossible_dlpack_layouts_are_refused(shape, strides, error, message):
-    """A producer's numbers are checked as StridedLayout checks them, when first used."""
+def test_impossible_dlpack_layouts_are_refused_at_import(shape, strides, error, message):
+    """A producer's numbers are checked as StridedLayout checks them, before a view exists."""
     producer = Producer(np.zeros(1), shape=shape, strides=strides)
-    view = StridedMemoryView.from_dlpack(producer, -1)
     with pytest.raises(error, match=message):
-        view.layout  # noqa: B018
+        StridedMemoryView.from_dlpack(producer, -1)
+    gc.collect()
+    assert producer.deleted == 1
 
 
 def test_dlpack_layouts_match_the_checked_constructor():
@@ -424,3 +446,112 @@ def test_dlpack_layouts_match_the_checked_constructor():
             view.layout.offset_bounds == (0, expected.max_offset - expected.min_offset)
             or array.size == 0
         )
+
+
+# ----------------------------------------------------------------------------- issue 9: checks
+@pytest.mark.parametrize(
+    ("fields", "error", "message"),
+    [
+        ({"ndim": -1, "shape": ()}, BufferError, "ndim -1"),
+        ({"ndim": 65, "shape": ()}, BufferError, "ndim 65"),
+        ({"data": 2**64 - 8, "byte_offset": 16}, BufferError, "beyond the 64-bit address space"),
+        ({"data": 2**64 - 8}, BufferError, "reach beyond the 64-bit address space"),
+        ({"data": 8, "strides": (-1,)}, BufferError, "reach beyond the 64-bit address space"),
+        ({"dtype": (2, 32, 2)}, BufferError, "lanes != 1"),
+        ({"dtype": (2, 0, 1)}, TypeError, "no NumPy equivalent"),
+        ({"shape": (3,), "strides": (2**61,)}, OverflowError, "int64"),
+        ({"shape": (3,), "strides": (-(2**61),)}, OverflowError, "int64"),
+        ({"shape": (2**62, 4)}, OverflowError, "int64"),
+    ],
+    ids=str,
+)
+def test_hostile_dlpack_fields_are_refused_and_the_deleter_runs_once(fields, error, message):
+    a = np.arange(3.0)
+    producer = Producer(a, **fields)
+    with pytest.raises(error, match=message):
+        StridedMemoryView.from_dlpack(producer, -1)
+    gc.collect()
+    assert producer.deleted == 1
+
+
+def test_byte_offset_of_zero_size_tensors_is_harmless():
+    view = StridedMemoryView.from_dlpack(Producer(np.zeros(0), data=0, byte_offset=0), -1)
+    assert view.ptr == 0 and view.size == 0
+
+
+def test_export_that_cannot_be_packed_allocates_nothing_and_keeps_the_exporter():
+    exporter = object()
+    references = sys.getrefcount(exporter)
+    for ptr, shape in ((2**64, (1,)), (-1, (1,)), (4096, (2**63,))):
+        with pytest.raises(BufferError, match="cannot describe the tensor in DLPack"):
+            dlpack.export_capsule(exporter, ptr, shape, (1,), (2, 32, 1), (1, 0), 0, True)
+    assert sys.getrefcount(exporter) == references
+
+    def failing_export():
+        with contextlib.suppress(BufferError):
+            dlpack.export_capsule(exporter, 4096, (2**63,), (1,), (2, 32, 1), (1, 0), 0, True)
+
+    failing_export()
+    tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    for _ in range(10_000):
+        failing_export()
+    gc.collect()
+    growth = tracemalloc.get_traced_memory()[0] - start
+    tracemalloc.stop()
+    assert growth < 16 * 1024, f"{growth} bytes still allocated after 10,000 failed exports"
+
+
+def test_consumer_stream_is_the_one_stream_reading():
+    class CuPyStream:
+        ptr = 4096
+
+    class CudaStream:
+        def __cuda_stream__(self):
+            return (0, 8192)
+
+    assert dlpack.consumer_stream(None) is None
+    assert dlpack.consumer_stream(np.int64(-1)) == -1
+    assert dlpack.consumer_stream(CuPyStream()) == 4096
+    assert dlpack.consumer_stream(CudaStream()) == 8192
+    for bad in (True, 1.0, "1", -2, object()):
+        with pytest.raises(TypeError, match="must be a stream handle"):
+            dlpack.consumer_stream(bad)
+
+
+def test_managed_imports_from_cupy_like_producers_keep_their_strides():
+    """The CuPy-14 repair needs a CuPy producer and a stride the checks refused."""
+    a = np.arange(6.0)
+    CuPyLike = type("ndarray", (Producer,), {"__module__": "cupy._core.core"})
+    view = StridedMemoryView.from_dlpack(CuPyLike(a[::2]), -1)
+    assert view.strides == (2,)
+
+
+def test_native_reads_have_an_off_switch():
+    """LAYOUTKIT_NATIVE_READS=0: the C-API fallbacks, with the same results."""
+    import os
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import numpy as np
+        from layoutkit import StridedMemoryView
+        from layoutkit.interop import _native
+        assert not _native.DIRECT_READS
+        assert _native.ndarray_data_pointer is _native._array_data_interface
+        a = np.arange(12.0).reshape(3, 4)[:, ::-1]
+        view = StridedMemoryView.from_dlpack(a)
+        assert view.ptr == a.ctypes.data
+        class Wrapped:  # not an ndarray: its capsule is read through ctypes calls
+            __dlpack__ = a.__dlpack__
+            __dlpack_device__ = a.__dlpack_device__
+        again = StridedMemoryView.from_dlpack(Wrapped())
+        np.testing.assert_array_equal(np.from_dlpack(again), a)
+        print("ok")
+        """
+    )
+    env = {**os.environ, "LAYOUTKIT_NATIVE_READS": "0"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -81,7 +81,7 @@ def test_classify_pointer(memory_type, managed, ordinal, expected):
 
 def test_classify_pointer_accepts_driver_enums():
     info = _driver.classify_pointer(driver.CUmemorytype.CU_MEMORYTYPE_DEVICE, 0, 2)
-    assert info == _driver.PointerInfo(2, True, False, False)
+    assert info == _driver.Location(2, True, False, False)
 
 
 @pytest.mark.parametrize("memory_type", [3, 4, 99])
@@ -189,17 +189,17 @@ def test_not_initialized_triggers_one_cuinit_and_a_retry(fake):
         (CUresult.CUDA_SUCCESS, [driver.CUmemorytype.CU_MEMORYTYPE_HOST, False, 4294967294]),
     ]
     script(fake, "cuPointerGetAttributes", lambda n, attrs, ptr: answers.pop(0))
-    assert _driver.pointer_info(0x1000) == _driver.PointerInfo(1, True, False, False)
+    assert _driver.pointer_info(0x1000) == _driver.Location(1, True, False, False)
     assert fake.count("cuInit") == 1
     assert fake.count("cuPointerGetAttributes") == 2
-    assert _driver.pointer_info(0x2000) == _driver.PointerInfo(-2, True, True, False)
+    assert _driver.pointer_info(0x2000) == _driver.Location(-2, True, True, False)
     assert fake.count("cuInit") == 1
 
 
 def test_pointer_info_asks_for_type_managed_flag_and_ordinal_in_one_call(fake):
     script(fake, "cuPointerGetAttributes",
            lambda n, attrs, ptr: (CUresult.CUDA_SUCCESS, [0, False, 4294967294]))
-    assert _driver.pointer_info(0xABC) == _driver.PointerInfo(-1, False, True, False)
+    assert _driver.pointer_info(0xABC) == _driver.Location(-1, False, True, False)
     (name, (count, attributes, ptr)), = fake.calls
     attribute = driver.CUpointer_attribute
     assert (name, count, ptr) == ("cuPointerGetAttributes", 3, 0xABC)
@@ -326,3 +326,40 @@ def test_importing_layoutkit_memory_does_not_import_cuda_bindings():
         "assert 'cuda.bindings' not in sys.modules, 'cuda.bindings imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------- stream ordering
+def test_order_after_records_on_the_producer_and_waits_on_the_consumer(fake):
+    events = []
+    script(fake, "cuEventCreate", lambda flags: (CUresult.CUDA_SUCCESS, events.append(flags) or 77))
+    script(fake, "cuEventRecord", lambda event, stream: (CUresult.CUDA_SUCCESS,))
+    script(fake, "cuStreamWaitEvent", lambda stream, event, flags: (CUresult.CUDA_SUCCESS,))
+    script(fake, "cuEventDestroy", lambda event: (CUresult.CUDA_SUCCESS,))
+    _driver.order_after(consumer=1000, producer=2000)
+    assert [name for name, _ in fake.calls] == [
+        "cuEventCreate", "cuEventRecord", "cuStreamWaitEvent", "cuEventDestroy",
+    ]  # fmt: skip
+    assert events == [0x2]  # timing disabled
+    assert fake.calls[1][1] == (77, 2000) and fake.calls[2][1] == (1000, 77, 0)
+    fake.calls.clear()
+    _driver.order_after(5, 5)  # the same stream: nothing to order
+    assert fake.calls == []
+
+
+def test_order_after_destroys_the_event_when_the_wait_fails(fake):
+    script(fake, "cuEventCreate", lambda flags: (CUresult.CUDA_SUCCESS, 77))
+    script(fake, "cuEventRecord", lambda event, stream: (CUresult.CUDA_ERROR_INVALID_HANDLE,))
+    script(fake, "cuEventDestroy", lambda event: (CUresult.CUDA_SUCCESS,))
+    with pytest.raises(_driver.CUDAError, match="cuEventRecord failed with CUDA_ERROR_INVALID_HANDLE"):
+        _driver.order_after(1000, 2000)
+    assert fake.count("cuEventDestroy") == 1
+
+
+def test_exception_classes_are_public():
+    import layoutkit
+
+    for name in ("AxisError", "CUDAError", "NoDriverError"):
+        assert name in layoutkit.__all__
+    assert layoutkit.NoDriverError is _driver.NoDriverError
+    assert issubclass(layoutkit.NoDriverError, layoutkit.CUDAError)
+    assert issubclass(layoutkit.CUDAError, RuntimeError)

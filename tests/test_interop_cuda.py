@@ -69,6 +69,9 @@ def test_cupy_round_trip(cp, importer, case):
         dtype=x.dtype, device_id=x.device.id,
     )  # fmt: skip
     assert view.__dlpack_device__() == (2, x.device.id)
+    assert view.readonly == (case == "broadcast")  # aliasing views are read-only (DECISIONS 19)
+    if view.readonly:  # CuPy takes no read-only arrays: ask for a writable view explicitly
+        view = StridedMemoryView.from_buffer(view.buffer, view.layout, view.dtype, is_readonly=False)
     for out in (cp.from_dlpack(view), cp.asarray(view)):  # DLPack and CAI exports
         assert out.shape == x.shape and out.dtype == x.dtype
         if x.size:
@@ -166,6 +169,10 @@ def test_torch_round_trip(torch, importer, case):
         dtype=np.dtype(TORCH_DTYPES[str(t.dtype).removeprefix("torch.")]),
         device_id=t.device.index,
     )  # fmt: skip
+    assert view.exporting_obj is t
+    assert view.readonly == (case == "broadcast")
+    if view.readonly:
+        view = StridedMemoryView.from_buffer(view.buffer, view.layout, view.dtype, is_readonly=False)
     outputs = [torch.from_dlpack(view), torch.as_tensor(view, device="cuda")]
     for out in outputs:
         assert tuple(out.shape) == tuple(t.shape) and out.dtype == t.dtype
@@ -277,3 +284,145 @@ def test_cuda_array_interface_export_fields(cp):
     assert cai["data"] == (x.data.ptr, False)
     assert cai["strides"] == x.strides and cai["shape"] == x.shape and cai["typestr"] == "<i4"
     assert not hasattr(view, "__array_interface__")
+
+
+# ----------------------------------------------------------------------------- stream ordering
+SPIN_SOURCE = r"""
+extern "C" __global__ void spin_then_fill(float* x, int n, long long cycles, float value) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = value;
+}
+"""
+SPIN_CYCLES = 200_000_000  # ~0.1 s on an H200: far longer than a copy takes to start
+
+
+def test_cupy_producer_on_a_side_stream_is_ordered_before_a_copy_on_another(cp):
+    """DLPack (CuPy fast path) and CAI: a producer kernel on a side stream, a layoutkit copy
+    on another stream: the copy sees the data (an event recorded and waited on)."""
+    import layoutkit
+
+    spin = cp.RawKernel(SPIN_SOURCE, "spin_then_fill")
+    n = 1 << 16
+    side = cp.cuda.Stream(non_blocking=True)
+    consumer = cp.cuda.Stream(non_blocking=True)
+    for importer in ("from_dlpack", "from_any_interface", "from_cuda_array_interface"):
+        x = cp.zeros(n, dtype=cp.float32)
+        cp.cuda.Device().synchronize()
+        with side:
+            spin(((n + 255) // 256,), (256,), (x, np.int32(n), np.int64(SPIN_CYCLES), np.float32(3)))
+            view = getattr(StridedMemoryView, importer)(x, consumer.ptr)
+        host = np.zeros(n, dtype=np.float32)
+        layoutkit.copy(host, view, stream=consumer.ptr)
+        consumer.synchronize()
+        assert (host == 3).all(), importer
+
+
+def test_torch_producer_on_a_side_stream_is_ordered_before_a_copy_on_another(torch):
+    """The exchange API does not synchronise: current_work_stream is ordered before ours."""
+    import layoutkit
+
+    side = torch.cuda.Stream()
+    consumer = torch.cuda.Stream()
+    for importer in ("from_dlpack", "from_any_interface"):
+        x = torch.zeros(1 << 16, device="cuda")
+        torch.cuda.synchronize()
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(SPIN_CYCLES)
+            x.fill_(5.0)
+            view = getattr(StridedMemoryView, importer)(x, consumer.cuda_stream)
+        host = np.zeros(1 << 16, dtype=np.float32)
+        layoutkit.copy(host, view, stream=consumer.cuda_stream)
+        torch.cuda.synchronize()
+        assert (host == 5).all(), importer
+
+
+def test_torch_goes_through_the_exchange_api_on_the_gpu(torch, monkeypatch):
+    from layoutkit.interop import fastpaths
+
+    assert fastpaths.reader_for(torch.Tensor).__name__ == "_torch"
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("__dlpack__ was called")
+
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", forbidden)
+    t = torch.arange(12.0, device="cuda").reshape(3, 4)[:, 1::2]
+    view = StridedMemoryView.from_dlpack(t, torch.cuda.current_stream().cuda_stream)
+    assert view.ptr == t.data_ptr() and view.strides == (4, 2) and view.device_id == 0
+
+
+# ----------------------------------------------------------------------------- kernel arguments
+def _scale_kernel():
+    from numba import cuda
+
+    import layoutkit.cuda
+
+    @layoutkit.cuda.jit
+    def scale(src, dst, factor):
+        i = cuda.grid(1)
+        if i < dst.shape[0]:
+            dst[i] = src[i] * factor
+
+    return scale
+
+
+def test_kernels_take_torch_tensors_and_cupy_arrays(torch, cp):
+    """Arguments read through the fast import table; results as with views."""
+    scale = _scale_kernel()
+    src = torch.arange(64.0, device="cuda")[::2]
+    dst = torch.zeros(32, device="cuda")
+    scale[1, 32](src, dst, 3.0)
+    torch.cuda.synchronize()
+    assert torch.equal(dst.cpu(), src.cpu() * 3)
+    x = cp.arange(32, dtype=cp.float32)
+    y = cp.zeros(32, dtype=cp.float32)
+    scale[1, 32](x, y, 2.0)
+    cp.cuda.Device().synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(y), np.arange(32, dtype=np.float32) * 2)
+    mixed = torch.zeros(32, device="cuda")
+    scale[1, 32](x, mixed, 1.0)  # CuPy in, torch out
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(mixed.cpu().numpy(), np.arange(32, dtype=np.float32))
+    with pytest.raises(ValueError, match="host-only tensor"):
+        scale[1, 32](torch.ones(32), dst, 1.0)
+
+
+def test_kernel_on_a_stream_waits_for_the_torch_producer_stream(torch):
+    scale = _scale_kernel()
+    side = torch.cuda.Stream()
+    launch = torch.cuda.Stream()
+    src = torch.zeros(1 << 12, device="cuda")
+    dst = torch.zeros(1 << 12, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):  # torch's current stream is the producer's, as DLPack has it
+        torch.cuda._sleep(SPIN_CYCLES)
+        src.fill_(2.0)
+        scale[(1 << 12) // 256, 256, launch.cuda_stream](src, dst, 4.0)
+    torch.cuda.synchronize()
+    assert (dst.cpu() == 8.0).all()
+
+
+# ----------------------------------------------------------------------------- use after close
+def test_device_views_of_closed_buffers_refuse_copies_and_launches(cp):
+    import layoutkit
+    from layoutkit import Device
+
+    device = Device(0)
+    device.set_current()
+    buffer = device.allocate(256)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((64,), 4), np.float32)
+    view.copy_from(np.ones(64, np.float32))
+    view.device_id, repr(view)  # noqa: B018  (used: everything cached)
+    scale = _scale_kernel()
+    scale[1, 64](view, view, 1.0)
+    device.sync()
+    buffer.close()
+    with pytest.raises(BufferError, match="closed"):
+        view.copy_from(np.zeros(64, np.float32))
+    with pytest.raises(BufferError, match="closed"):
+        layoutkit.copy(np.zeros(64, np.float32), view)
+    with pytest.raises(BufferError, match="closed"):
+        scale[1, 64](view, view, 1.0)
+    with pytest.raises(BufferError, match="closed"):
+        cp.from_dlpack(view)

@@ -24,11 +24,13 @@ from layoutkit import (
     DeviceMemoryResource,
     ManagedMemoryResource,
     PinnedMemoryResource,
+    StridedLayout,
+    StridedMemoryView,
     _driver,
 )
 from layoutkit.memory import HostMemoryResource, MemoryResource
 
-HOST_INFO = _driver.PointerInfo(-1, False, True, False)
+HOST_INFO = _driver.Location(-1, False, True, False)
 
 
 class Owner:
@@ -79,7 +81,7 @@ def test_buffer_cannot_be_constructed_directly():
 @pytest.mark.parametrize(
     ("ptr", "size"),
     [(0x1000, 8), (np.uint64(0x1000), np.int32(8)), (ctypes.c_void_p(0x1000), 8),
-     (0, 0), (2**64 - 1, 1), (0x1000, 2**64 - 1)],
+     (0, 0), (2**64 - 1, 1), (0x1000, 2**64 - 0x1000)],
 )
 def test_from_handle_accepts_integer_likes(ptr, size):
     buf = Buffer.from_handle(ptr, size)
@@ -111,7 +113,7 @@ def test_null_pointer_needs_zero_size():
 
 
 def test_owner_and_mr_together_are_rejected():
-    with pytest.raises(ValueError, match="either mr .* or owner .* not both"):
+    with pytest.raises(ValueError, match="cannot be both specified together"):
         Buffer.from_handle(0x1000, 8, mr=RecordingResource(), owner=Owner())
 
 
@@ -276,11 +278,10 @@ def test_context_manager_closes_when_the_block_raises():
 
 @pytest.mark.parametrize(
     "attribute",
-    ["ptr", "handle", "device_id", "is_device_accessible", "is_host_accessible", "is_managed"],
+    ["ptr", "device_id", "is_device_accessible", "is_host_accessible", "is_managed"],
 )
 def test_closed_buffer_raises_on_use(attribute):
-    buf = Buffer._from_known(0x1000, 8, owner=Owner(), device_id=-1,
-                             is_device_accessible=False, is_host_accessible=True)
+    buf = Buffer._from_known(0x1000, 8, owner=Owner(), location=_driver.HOST)
     buf.close()
     with pytest.raises(RuntimeError, match=f"^buffer is closed: cannot read {attribute}"):
         getattr(buf, attribute)
@@ -334,8 +335,7 @@ def test_repr_names_pointer_size_and_keeper():
 # ---------------------------------------------------------------- where the memory lives
 def test_known_origin_host_buffer_needs_no_driver(no_driver_calls):
     a = np.arange(10, dtype=np.float64)
-    buf = Buffer._from_known(a.ctypes.data, a.nbytes, owner=a, device_id=-1,
-                             is_device_accessible=False, is_host_accessible=True)
+    buf = Buffer._from_known(a.ctypes.data, a.nbytes, owner=a, location=_driver.HOST)
     assert (buf.device_id, buf.is_device_accessible, buf.is_host_accessible,
             buf.is_managed) == tuple(HOST_INFO)
     assert buf.owner is a
@@ -357,7 +357,7 @@ def test_pointer_attributes_are_queried_once_and_cached(monkeypatch):
 
     def pointer_info(ptr):
         asked.append(ptr)
-        return _driver.PointerInfo(0, True, False, False)
+        return _driver.Location(0, True, False, False)
 
     monkeypatch.setattr(_driver, "pointer_info", pointer_info)
     buf = Buffer.from_handle(0x7000, 64)
@@ -368,13 +368,15 @@ def test_pointer_attributes_are_queried_once_and_cached(monkeypatch):
 
 
 @pytest.mark.skipif(_driver.driver_found(), reason="a CUDA driver is installed here")
-def test_unknown_pointer_without_a_driver_says_so():
-    a = np.zeros(4)
+def test_unknown_pointer_without_a_driver_is_host_memory():
+    """DECISIONS 12: no device memory can exist without a driver."""
+    a = np.arange(4.0)
     buf = Buffer.from_handle(a.ctypes.data, a.nbytes, owner=a)
-    with pytest.raises(RuntimeError, match="^no CUDA driver was found") as info:
-        _ = buf.device_id
-    assert isinstance(info.value, _driver.NoDriverError)
-    assert buf.size == a.nbytes  # the buffer itself still works
+    assert (buf.device_id, buf.is_device_accessible, buf.is_host_accessible) == (-1, False, True)
+    assert buf.__dlpack_device__() == (1, 0)
+    np.testing.assert_array_equal(np.from_dlpack(buf).view(np.float64), a)
+    view = StridedMemoryView.from_buffer(buf, StridedLayout.dense((4,), 8), np.float64)
+    np.testing.assert_array_equal(np.from_dlpack(view), a)
 
 
 # ---------------------------------------------------------------- HostMemoryResource
@@ -611,3 +613,133 @@ def test_device_is_one_object_per_id_with_one_memory_resource(monkeypatch):
 def test_device_without_a_driver_says_so():
     with pytest.raises(RuntimeError, match="^no CUDA driver was found"):
         Device(0)
+
+
+# ---------------------------------------------------------------- cuda.core 1.2.2 behaviour
+class CtypesHostResource(MemoryResource):
+    """cuda.core's DummyHostMemoryResource: ctypes memory; device_id raises, as there."""
+
+    def allocate(self, size, stream=None):
+        self._storage = (ctypes.c_byte * size)()
+        return Buffer.from_handle(ptr=ctypes.addressof(self._storage), size=size, mr=self)
+
+    def deallocate(self, ptr, size, stream=None):
+        del self._storage
+
+    @property
+    def is_device_accessible(self):
+        return False
+
+    @property
+    def is_host_accessible(self):
+        return True
+
+    @property
+    def device_id(self):
+        raise RuntimeError("the host memory resource is not bound to any GPU")
+
+
+class NullResource(CtypesHostResource):
+    """Neither host- nor device-accessible (cuda.core's NullMemoryResource)."""
+
+    @property
+    def is_host_accessible(self):
+        return False
+
+
+def test_buffer_initialization_reads_each_resource_property_on_its_own():
+    buffer = CtypesHostResource().allocate(size=1024)
+    assert buffer.handle != 0 and buffer.size == 1024
+    assert buffer.is_device_accessible is False and buffer.is_host_accessible is True
+    assert not buffer.is_mapped and not buffer.is_managed
+    with pytest.raises(RuntimeError, match="not bound to any GPU"):
+        buffer.device_id  # noqa: B018
+    assert buffer.__dlpack_device__() == (1, 0)  # the host needs no device_id
+    buffer.close()
+    assert buffer.handle == 0 and buffer.memory_resource is None and buffer.size == 0
+
+
+def test_closed_buffer_handle_is_zero_and_ptr_refuses():
+    buffer = Buffer.from_handle(0x1000, 8, owner=Owner())
+    buffer.close()
+    assert buffer.handle == 0
+    with pytest.raises(RuntimeError, match="buffer is closed"):
+        buffer.ptr  # noqa: B018
+    with pytest.raises(RuntimeError, match="buffer is closed"):
+        buffer.__dlpack__()
+
+
+@pytest.mark.parametrize(
+    ("ptr", "size"), [(2**64 - 8, 16), (2**63, 2**63 + 1), (2, 2**64 - 1)], ids=str
+)
+def test_from_handle_refuses_ranges_beyond_64_bits(ptr, size):
+    with pytest.raises(OverflowError, match="beyond the 64-bit address space"):
+        Buffer.from_handle(ptr, size)
+
+
+def test_buffer_dlpack_export_round_trip_and_lifetime():
+    a = np.arange(16, dtype=np.uint8)
+    buffer = Buffer.from_handle(a.ctypes.data, a.nbytes, owner=a)
+    references = sys.getrefcount(buffer)
+    out = np.from_dlpack(buffer)
+    assert out.dtype == np.int8 and out.shape == (16,) and out.ctypes.data == a.ctypes.data
+    assert sys.getrefcount(buffer) == references + 1  # the consumer holds the buffer
+    del out
+    gc.collect()
+    assert sys.getrefcount(buffer) == references
+    assert "dltensor" in repr(buffer.__dlpack__())
+    assert "dltensor_versioned" in repr(buffer.__dlpack__(max_version=(1, 0)))
+    with pytest.raises(BufferError, match="copy=True"):
+        buffer.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="dl_device"):
+        buffer.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match=r"^Expected max_version tuple\[int, int\], got \(\)$"):
+        buffer.__dlpack__(max_version=())
+    with pytest.raises(TypeError, match="must be a \\(major, minor\\) tuple"):
+        buffer.__dlpack__(max_version=[1, 0])
+    from layoutkit.interop import dlpack
+
+    with dlpack.consume_capsule(buffer.__dlpack__(max_version=(1, 0), dl_device=(1, 0))) as t:
+        assert (t.shape, t.strides, t.dtype_triple, t.device) == ((16,), (1,), (0, 8, 1), (1, 0))
+
+
+def test_buffer_dlpack_of_inaccessible_memory_is_refused_and_leaks_nothing():
+    buffer = NullResource().allocate(size=1024)
+    with pytest.raises(BufferError, match=r"^buffer is neither device-accessible nor host-accessible$"):
+        buffer.__dlpack_device__()
+    before = sys.getrefcount(buffer)
+    with pytest.raises(BufferError, match="invalid buffer"):
+        buffer.__dlpack__()
+    assert sys.getrefcount(buffer) == before
+
+
+def test_read_only_buffers_export_read_only_capsules():
+    from layoutkit.interop import dlpack
+
+    view = StridedMemoryView.from_array_interface(b"abcdefgh")
+    buffer = view.buffer
+    assert buffer.is_readonly and "readonly" in repr(buffer)
+    with dlpack.consume_capsule(buffer.__dlpack__(max_version=(1, 0))) as tensor:
+        assert tensor.readonly
+    with pytest.raises(BufferError, match="read-only buffer needs a versioned"):
+        buffer.__dlpack__()
+    assert not np.from_dlpack(buffer).flags.writeable
+
+
+def test_owner_close_restores_the_refcount():
+    a = (ctypes.c_byte * 20)()
+    before = sys.getrefcount(a)
+    buffer = Buffer.from_handle(ctypes.addressof(a), 20, owner=a)
+    assert sys.getrefcount(a) != before
+    buffer.close()
+    assert sys.getrefcount(a) == before
+
+
+def test_no_leak_over_100000_buffer_exports():
+    a = np.arange(64, dtype=np.uint8)
+    buffer = Buffer.from_handle(a.ctypes.data, a.nbytes, owner=a)
+    references = sys.getrefcount(buffer)
+    for _ in range(100_000):
+        np.from_dlpack(buffer)
+    gc.collect()
+    assert sys.getrefcount(buffer) == references

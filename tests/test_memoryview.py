@@ -11,7 +11,13 @@ import weakref
 import numpy as np
 import pytest
 
-from layoutkit import Buffer, StridedLayout, StridedMemoryView, args_viewable_as_strided_memory
+from layoutkit import (
+    Buffer,
+    StridedLayout,
+    StridedMemoryView,
+    _driver,
+    args_viewable_as_strided_memory,
+)
 from layoutkit.interop import dlpack
 
 _BASE = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)
@@ -231,8 +237,10 @@ def test_from_buffer_bad_arguments(host_buffer):
     layout = StridedLayout.dense((12,), 4)
     with pytest.raises(TypeError, match="buffer must be a layoutkit Buffer, got ndarray"):
         StridedMemoryView.from_buffer(a, layout)
+    with pytest.raises(ValueError, match="needs itemsize or dtype"):
+        StridedMemoryView.from_buffer(buffer, (12,))  # the shape form needs an itemsize
     with pytest.raises(TypeError, match="layout must be a StridedLayout, got tuple"):
-        StridedMemoryView.from_buffer(buffer, (12,))
+        StridedMemoryView.from_buffer(buffer, layout=(12,))
     with pytest.raises(
         ValueError, match="dtype float64 has itemsize 8 but the layout's itemsize is 4"
     ):
@@ -380,7 +388,8 @@ class FakeInterface:
     [
         ({"version": 2}, BufferError, "version 2; version 3 or newer"),
         ({"mask": np.ones(4, bool)}, BufferError, "has a mask"),
-        ({"data": ("x", False)}, BufferError, "not a \\(pointer, read-only\\) pair"),
+        ({"data": ("x", False)}, BufferError, "pointer 'x' is not an integer"),
+        ({"data": (8,)}, BufferError, "not a \\(pointer, read-only\\) pair"),
         ({"data": (-5, False)}, BufferError, "is not an address"),
         ({"data": (0, False)}, BufferError, "null data pointer but 4 elements"),
         ({"typestr": "<z4"}, TypeError, "is not a dtype"),
@@ -550,10 +559,8 @@ def test_no_leak_over_100000_capsule_round_trips():
 # ----------------------------------------------------------------------------- device kinds
 def _known_buffer(array, *, device_id, device, host, managed=False):
     """A buffer over host memory that claims another location (no driver needed)."""
-    return Buffer._from_known(
-        data_pointer(array), array.nbytes, owner=array, device_id=device_id,
-        is_device_accessible=device, is_host_accessible=host, is_managed=managed,
-    )  # fmt: skip
+    location = _driver.Location(device_id, device, host, managed)
+    return Buffer._from_known(data_pointer(array), array.nbytes, owner=array, location=location)
 
 
 @pytest.mark.parametrize(
@@ -609,10 +616,380 @@ def test_array_interface_views_take_any_plain_dtype():
 
 
 def test_dlpack_strides_divided_as_unsigned_are_read_back_signed():
-    """CuPy 14 exports byte stride -12 of a float32 array as (2**64 - 12) // 4."""
-    from layoutkit.memoryview import _layout_of_dlpack
+    """CuPy 14 exports byte stride -12 of a float32 array as (2**64 - 12) // 4.
 
-    layout = _layout_of_dlpack((6, 3), (2**62 - 3, 1), 4)
-    assert layout.strides == (-3, 1) and layout.slice_offset == 15
-    with pytest.raises(OverflowError, match="does not fit in int64 bytes"):
-        _layout_of_dlpack((2,), (2**62 - 3,), 3)  # 2**64 is no multiple of 3: no repair
+    Only for CuPy producers, and only such values exactly: anything else is refused.
+    """
+    from helpers.producers import Producer
+
+    a = np.arange(18, dtype=np.float32).reshape(6, 3)
+    CuPyLike = type("ndarray", (Producer,), {"__module__": "cupy._core.core"})
+    view = StridedMemoryView.from_dlpack(CuPyLike(a[::-1], strides=(2**62 - 3, 1)), -1)
+    assert view.layout.strides == (-3, 1) and view.layout.slice_offset == 15
+    np.testing.assert_array_equal(np.from_dlpack(view), a[::-1])
+    with pytest.raises(OverflowError, match="int64"):
+        StridedMemoryView.from_dlpack(Producer(a[::-1], strides=(2**62 - 3, 1)), -1)
+    with pytest.raises(OverflowError, match="int64"):  # 2**64 is no multiple of 3: no repair
+        StridedMemoryView.from_dlpack(CuPyLike(a[::-1], strides=(2**62 + 3, 1)), -1)
+
+
+# ----------------------------------------------------------------------------- issue 9: doors
+def run_isolated(code):
+    """Run ``code`` in a fresh interpreter: a crash is a failure, not a lost test run."""
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_use_after_close_is_refused_whatever_was_cached():
+    """A view used before ``buffer.close()`` refuses copies, exports and indexing afterwards."""
+    out = run_isolated(
+        """
+        import numpy as np
+        import layoutkit
+        from layoutkit import HostMemoryResource, StridedLayout, StridedMemoryView as V
+        buffer = HostMemoryResource().allocate(64)
+        view = V.from_buffer(buffer, StridedLayout.dense((8,), 8), np.float64)
+        view.copy_from(np.arange(8.0))                  # used: everything cached
+        view.device_id, repr(view), view[3], np.asarray(view)
+        buffer.close()
+        checks = [
+            lambda: view.copy_from(np.zeros(8)), lambda: layoutkit.copy(view, np.zeros(8)),
+            lambda: layoutkit.copy(np.zeros(8), view), lambda: view.copy_to(np.zeros(8)),
+            lambda: view.__dlpack__(), lambda: view.__array_interface__, lambda: view[0],
+            lambda: view.__setitem__(0, 1.0), lambda: np.from_dlpack(view),
+            lambda: V.from_dlpack(view), lambda: view.__dlpack_device__(),
+        ]
+        for check in checks:
+            try:
+                check()
+            except BufferError as exc:
+                assert "closed" in str(exc), exc
+            else:
+                raise AssertionError("not refused")
+        print("ok")
+        """
+    )
+    assert out == "ok"
+
+
+def test_views_refuse_pickling_and_deepcopy_and_copy_is_the_view_itself():
+    """One rule (as Buffer's): no copy of owned state; the DLPack deleter still runs once."""
+    import copy
+    import pickle
+
+    from helpers.producers import Producer
+
+    producer = Producer(np.arange(4.0))
+    view = StridedMemoryView.from_dlpack(producer)
+    for attempt in (copy.deepcopy, pickle.dumps, lambda v: pickle.dumps(v, protocol=5)):
+        with pytest.raises(TypeError, match="cannot pickle or deep-copy a StridedMemoryView"):
+            attempt(view)
+    with pytest.raises(TypeError, match="cannot copy or pickle an imported DLPack tensor"):
+        copy.deepcopy(view.buffer.owner)
+    with pytest.raises(TypeError, match="cannot copy or pickle an imported DLPack tensor"):
+        copy.copy(view.buffer.owner)
+    assert copy.copy(view) is view
+    del view
+    gc.collect()
+    assert producer.deleted == 1
+
+
+class Interface:
+    """An ``__array_interface__`` producer built from entries."""
+
+    def __init__(self, **entries):
+        self.__array_interface__ = {"version": 3, "typestr": "<i4", **entries}
+
+
+@pytest.mark.parametrize(
+    ("entries", "error", "message"),
+    [
+        ({"shape": (8,), "data": bytearray(16)}, BufferError, "bytes \\[0, 32\\) do not lie inside"),
+        ({"shape": (2,), "data": bytearray(16), "offset": 12}, BufferError, "\\[12, 20\\)"),
+        ({"shape": (2,), "data": bytearray(16), "offset": -4}, BufferError, "offset'\\] is -4"),
+        ({"shape": (2,), "data": bytearray(16), "offset": 2**70}, BufferError, "do not lie inside"),
+        ({"shape": (2,), "data": bytearray(16), "offset": 1.0}, BufferError, "not an integer"),
+        ({"shape": (2,), "data": (4096, False), "offset": 8}, BufferError, "applies only to a buffer"),
+        ({"shape": (2,), "data": (4096, False), "descr": [("", "<i8")]}, BufferError,
+         "describes 8-byte elements but typestr '<i4' 4-byte"),
+        ({"shape": (-2,), "data": (4096, False)}, ValueError, "shape\\[0\\] = -2 is negative"),
+        ({"shape": (2.0,), "data": (4096, False)}, TypeError, "shape\\[0\\] is 2.0"),
+        ({"shape": (True,), "data": (4096, False)}, TypeError, "shape\\[0\\] is True"),
+        ({"shape": 3, "data": (4096, False)}, TypeError, "shape is 3 of type int, not a sequence"),
+        ({"shape": (2,), "strides": (6,), "data": (4096, False)}, ValueError, "not a multiple"),
+        ({"shape": (2,), "data": (4096, False), "typestr": "|V0"}, ValueError, "itemsize"),
+        ({"shape": (2,), "data": (2**64 - 4, False)}, BufferError, "64-bit address space"),
+        ({"shape": (2,), "data": (True, False)}, BufferError, "pointer True is not an integer"),
+        ({"shape": (2, 3), "data": (4096, False), "strides": (4,)}, ValueError, "has 1 entries"),
+    ],
+)
+def test_array_interfaces_are_checked_before_a_view_exists(entries, error, message):
+    with pytest.raises(error, match=message):
+        StridedMemoryView.from_array_interface(Interface(**entries))
+    with pytest.raises(error, match=message):
+        StridedMemoryView.from_any_interface(Interface(**entries))
+
+
+def test_array_interface_with_a_buffer_object_and_offset():
+    data = bytearray(np.arange(8, dtype=np.int32).tobytes())
+    view = StridedMemoryView.from_array_interface(
+        Interface(shape=(3,), strides=(-4,), data=data, offset=12)
+    )
+    assert np.asarray(view).tolist() == [3, 2, 1] and not view.readonly
+    readonly = StridedMemoryView.from_array_interface(Interface(shape=(2,), data=bytes(8)))
+    assert readonly.readonly
+
+
+@pytest.mark.parametrize(
+    ("cai", "error", "message"),
+    [
+        ({"shape": (-1,)}, ValueError, "shape\\[0\\] = -1 is negative"),
+        ({"strides": (6,)}, ValueError, "not a multiple"),
+        ({"data": (2**64 - 4, False)}, BufferError, "64-bit address space"),
+        ({"stream": 2**64}, BufferError, "not a stream handle"),
+        ({"stream": True}, BufferError, "requires None or an int stream handle"),
+    ],
+)
+def test_cuda_array_interfaces_are_checked_before_a_view_exists(cai, error, message):
+    class FakeCAI:
+        __cuda_array_interface__ = {
+            "version": 3, "shape": (2,), "typestr": "<f4", "data": (4096, False), **cai,
+        }  # fmt: skip
+
+    with pytest.raises(error, match=message):
+        StridedMemoryView.from_cuda_array_interface(FakeCAI(), -1)
+
+
+def test_read_only_is_a_property_of_the_memory():
+    """A bytes object stays read-only through .buffer, from_buffer and view()."""
+    data = b"\x01" * 16
+    view = StridedMemoryView.from_array_interface(data)
+    assert view.readonly and view.buffer.is_readonly
+    layout = StridedLayout.dense((16,), 1)
+    for again in (
+        StridedMemoryView.from_buffer(view.buffer, view.layout, view.dtype),
+        StridedMemoryView.from_buffer(view.buffer, shape=(16,), itemsize=1),
+        view.view(layout[::2]),
+        view.view(dtype=np.int8),
+        view[4:],
+        view.permuted((0,)),
+    ):
+        assert again.readonly
+        with pytest.raises(ValueError, match="read-only"):
+            again.copy_from(np.zeros(again.shape, again.dtype or np.uint8))
+    with pytest.raises(ValueError, match="buffer's memory is read-only"):
+        StridedMemoryView.from_buffer(view.buffer, layout, np.uint8, False)
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = 7
+    with pytest.raises(BufferError, match="read-only view needs a versioned"):
+        view.__dlpack__()
+    assert not np.asarray(view).flags.writeable
+    assert data == b"\x01" * 16
+
+
+def test_aliasing_layouts_are_read_only_unless_asked():
+    """DECISIONS 19: NumPy's rule for broadcast views."""
+    buffer = StridedMemoryView.from_dlpack(np.zeros(4)).buffer
+    broadcast = StridedLayout((3, 4), (0, 1), 8)
+    assert StridedMemoryView.from_buffer(buffer, broadcast, np.float64).readonly
+    writable = StridedMemoryView.from_buffer(buffer, broadcast, np.float64, is_readonly=False)
+    assert not writable.readonly
+    writable[2, 1] = 5.0
+    assert np.asarray(writable)[0, 1] == 5.0
+    unique = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((4,), 8), np.float64)
+    assert not unique.readonly and unique.view(broadcast).readonly
+    assert unique[None].readonly is False  # a new axis of extent 1 aliases nothing
+
+
+def test_a_view_exports_what_it_was_made_with():
+    a = np.arange(12.0)
+    view = StridedMemoryView.from_any_interface(a)
+    a.shape = (3, 4)
+    assert view.shape == (12,)
+    for out in (np.from_dlpack(view), np.asarray(view), np.asarray(view.view(view.layout))):
+        assert out.shape == (12,)
+
+
+def test_host_arrays_need_no_stream():
+    """DECISIONS 12: host producers have no stream to order."""
+    a = np.arange(6.0).reshape(2, 3)
+    for make in (StridedMemoryView.from_any_interface, StridedMemoryView.from_dlpack):
+        assert make(a).shape == (2, 3)
+        assert make(Generic(a)).shape == (2, 3)
+
+
+def test_bfloat16_array_interface_gives_ml_dtypes_arrays():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        dtype = np.dtype(getattr(ml_dtypes, name))
+        a = np.arange(6, dtype=np.float32).astype(dtype).reshape(2, 3)
+        view = StridedMemoryView.from_any_interface(a)
+        out = np.asarray(view)
+        assert out.dtype == dtype and out.ctypes.data == a.ctypes.data
+        np.testing.assert_array_equal(out.astype(np.float32), a.astype(np.float32))
+        again = StridedMemoryView.from_array_interface(view)
+        assert again.dtype == dtype
+        with dlpack.consume_capsule(view.__dlpack__(max_version=(1, 0))) as tensor:
+            assert tensor.dtype_triple[0] == dlpack_code(name)
+
+
+def dlpack_code(name):
+    from layoutkit._dtypes import DLPACK_CODE_NAMES
+
+    return 4 if name == "bfloat16" else {v: k for k, v in DLPACK_CODE_NAMES.items()}[name]
+
+
+# ----------------------------------------------------------------------------- cuda.core 1.2.2 forms
+@pytest.mark.parametrize("shape", [(), (2, 3), (10, 10), (10, 13, 11)], ids=str)
+@pytest.mark.parametrize("dtype", [np.dtype(np.int8), np.dtype(np.uint32)], ids=str)
+@pytest.mark.parametrize("stride_order", ["C", "F"])
+@pytest.mark.parametrize("readonly", [True, False])
+def test_from_buffer_1_2_2_form(shape, dtype, stride_order, readonly):
+    """cuda.core 1.2.2's test_from_buffer, on host memory."""
+    from layoutkit import HostMemoryResource
+
+    layout = StridedLayout.dense(shape, dtype.itemsize, stride_order)
+    buffer = HostMemoryResource().allocate(layout.required_size_in_bytes())
+    view = StridedMemoryView.from_buffer(
+        buffer, shape=shape, strides=layout.strides, dtype=dtype, is_readonly=readonly
+    )
+    assert view.exporting_obj is buffer
+    assert view._layout == layout and view.layout == layout
+    assert view.ptr == int(buffer.handle)
+    assert view.shape == shape and view.strides == layout.strides
+    assert view.dtype == dtype and view.device_id == -1
+    assert view.readonly == readonly
+    positional = StridedMemoryView.from_buffer(buffer, shape, layout.strides, itemsize=dtype.itemsize)
+    assert positional.layout == layout and positional.dtype is None
+
+
+def test_from_buffer_argument_rules():
+    buffer = StridedMemoryView.from_dlpack(np.zeros(10, np.int16)).buffer
+    with pytest.raises(ValueError, match="needs itemsize or dtype"):
+        StridedMemoryView.from_buffer(buffer, (5,))
+    with pytest.raises(ValueError, match="itemsize \\(1\\) does not match dtype.itemsize \\(2\\)"):
+        StridedMemoryView.from_buffer(buffer, (5,), dtype=np.dtype("int16"), itemsize=1)
+    with pytest.raises(ValueError, match="reaches byte 40 but the buffer has 20 bytes"):
+        StridedMemoryView.from_buffer(buffer, shape=(5, 4), dtype="int16")
+    with pytest.raises(ValueError, match="before the start of the buffer"):
+        StridedMemoryView.from_buffer(buffer, shape=(5, 4), strides=(-4, 1), itemsize=1)
+    with pytest.raises(TypeError, match="at most 2 positional arguments"):
+        StridedMemoryView.from_buffer(buffer, (5,), None, 2)
+    with pytest.raises(TypeError, match="both as a positional and as a keyword"):
+        StridedMemoryView.from_buffer(buffer, (5,), shape=(5,), itemsize=2)
+    layout = StridedLayout.dense((5,), 2)
+    with pytest.raises(TypeError, match="both as a positional and as a keyword"):
+        StridedMemoryView.from_buffer(buffer, layout, np.int16, dtype=np.int16)
+    with pytest.raises(TypeError, match="shape/strides/layout besides a layout"):
+        StridedMemoryView.from_buffer(buffer, layout, shape=(5,))
+    assert StridedMemoryView.from_buffer(buffer, layout=layout, dtype="i2").shape == (5,)
+    with pytest.raises(ValueError, match="does not match the layout's"):
+        StridedMemoryView.from_buffer(buffer, layout, itemsize=4)
+
+
+def test_empty_deprecated_view():
+    with pytest.warns(DeprecationWarning, match="deprecated"):
+        view = StridedMemoryView()
+    with pytest.raises(ValueError, match="no memory and no layout"):
+        view._layout  # noqa: B018
+    with pytest.raises(ValueError, match="no memory and no layout"):
+        view.ptr  # noqa: B018
+    assert repr(view) == "StridedMemoryView(empty)"
+
+
+# ----------------------------------------------------------------------------- Python view API
+def test_indexing_reads_and_writes_elements_like_numpy():
+    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    view = StridedMemoryView.from_any_interface(a[:, ::-1, 1::2])
+    expected = a[:, ::-1, 1::2]
+    for index in [(0, 0, 0), (1, 2, 1), (-1, -3, -2), (np.int64(1), 0, 1)]:
+        value = view[index]
+        assert type(value) is np.int32 and value == expected[index]
+    view[1, -1, 0] = 99
+    assert a[1, 0, 1] == 99
+    view[0, 1, 1] = 2.7  # cast to the dtype, as NumPy does
+    assert expected[0, 1, 1] == 2
+    zero_d = StridedMemoryView.from_any_interface(np.array(4.5))
+    assert zero_d[()] == 4.5 and zero_d.ndim == 0
+
+
+@pytest.mark.parametrize(
+    "index",
+    [slice(None), (0,), (slice(None, None, -1), 1), (None, 0, Ellipsis), (Ellipsis, None),
+     (1, slice(1, None), slice(None, None, 2)), (-1,)],  # fmt: skip
+    ids=str,
+)
+def test_basic_indexing_gives_views_like_numpy(index):
+    a = np.arange(24.0).reshape(2, 3, 4)
+    view = StridedMemoryView.from_any_interface(a)
+    sub = view[index]
+    assert isinstance(sub, StridedMemoryView)
+    np.testing.assert_array_equal(np.asarray(sub), a[index])
+    assert np.asarray(sub).ctypes.data == a[index].ctypes.data
+    assert sub.layout == view.layout[index]
+
+
+def test_index_errors():
+    view = StridedMemoryView.from_any_interface(np.zeros((2, 3)))
+    with pytest.raises(IndexError):
+        view[2, 0]  # noqa: B018
+    with pytest.raises(IndexError):
+        view[0, -4] = 1.0
+    with pytest.raises(TypeError):
+        view[0.5, 1]  # noqa: B018
+    untyped = StridedMemoryView.from_buffer(view.buffer, StridedLayout.dense((6,), 8))
+    with pytest.raises(TypeError, match="no dtype"):
+        untyped[0]  # noqa: B018
+
+
+def test_slice_assignment_copies():
+    a = np.zeros((3, 4), np.float32)
+    view = StridedMemoryView.from_any_interface(a)
+    view[1] = np.arange(4, dtype=np.float32)
+    view[:, 0] = 7.0
+    view[2, 1:] = StridedMemoryView.from_any_interface(np.full(3, 5, np.float32))
+    np.testing.assert_array_equal(a, [[7, 0, 0, 0], [7, 1, 2, 3], [7, 5, 5, 5]])
+
+
+def test_device_views_refuse_indexing_and_name_device_memory():
+    a = np.zeros(4)
+    location = _driver.Location(0, True, False, False)
+    buffer = Buffer._from_known(a.ctypes.data, a.nbytes, owner=a, location=location)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((4,), 8), np.float64)
+    with pytest.raises(ValueError, match="device memory"):
+        view[0]  # noqa: B018
+    with pytest.raises(ValueError, match="device memory"):
+        view[0] = 1.0
+    assert view[1:].shape == (3,) and view[1:].device_id == 0  # sub-views are plain views
+
+
+def test_ndim_permuted_with_layout_match_compiled_names():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    view = StridedMemoryView.from_any_interface(a)
+    assert view.ndim == 3 and len(view) == 2
+    np.testing.assert_array_equal(np.asarray(view.permuted((2, 0, 1))), a.transpose(2, 0, 1))
+    flipped = view.with_layout(view.layout[::-1])
+    np.testing.assert_array_equal(np.asarray(flipped), a[::-1])
+    with pytest.raises(TypeError, match="needs a StridedLayout"):
+        view.with_layout((2, 3, 4))
+    with pytest.raises(ValueError):
+        view.with_layout(StridedLayout.dense((5, 5), 8))  # reaches outside the buffer
+
+
+def test_no_leak_over_100000_from_buffer_and_view_of_view_round_trips():
+    a = np.arange(16.0)
+    buffer = StridedMemoryView.from_dlpack(a).buffer
+    first = StridedMemoryView.from_dlpack(a[::2])
+    refcount = sys.getrefcount(a)
+
+    def round_trip():
+        view = StridedMemoryView.from_buffer(buffer, shape=(4, 4), itemsize=8, dtype=np.float64)
+        np.from_dlpack(view[1:, ::2])
+        StridedMemoryView.from_dlpack(first).buffer  # noqa: B018
+
+    growth = _memory_growth(round_trip, 100_000)
+    assert growth < 64 * 1024, f"memory grew by {growth} bytes"
+    assert sys.getrefcount(a) == refcount

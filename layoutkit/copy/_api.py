@@ -2,7 +2,9 @@
 
 A view is anything with ``ptr`` (address of element zero), ``layout`` (a
 ``StridedLayout``), ``dtype``, ``readonly``, ``is_device_accessible`` and ``device_id``,
-such as :class:`layoutkit.StridedMemoryView`.
+such as :class:`layoutkit.StridedMemoryView`; anything else that
+``StridedMemoryView.from_any_interface`` accepts (NumPy, CuPy, torch and JAX arrays,
+DLPack producers) is imported as one first.
 """
 
 from layoutkit.copy.plan import broadcast_source_strides, byte_extent, plan_copy
@@ -12,13 +14,49 @@ __all__ = ["copy"]
 _VIEW_ATTRIBUTES = ("ptr", "layout", "readonly", "is_device_accessible", "device_id")
 
 
-def _check_view(view, name):
-    missing = [a for a in _VIEW_ATTRIBUTES if not hasattr(view, a)]
-    if missing:
-        raise TypeError(
-            f"{name} must be a strided memory view (with {', '.join(_VIEW_ATTRIBUTES)}); "
-            f"got {type(view).__name__} without {', '.join(missing)}"
-        )
+def as_copy_view(obj, name, stream):
+    """``obj`` as a view a copy can use: a view (checked open), or an imported array.
+
+    Arrays and other producers are imported with ``from_any_interface`` on the copy's
+    stream (host producers need none). A view whose buffer was closed is refused,
+    whatever the view cached before.
+
+    Raises
+    ------
+    TypeError
+        When ``obj`` is neither a view nor importable.
+    BufferError
+        When the view's buffer is closed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> as_copy_view(np.zeros(3), "dst", None).shape
+    (3,)
+    >>> as_copy_view(3, "dst", None)
+    Traceback (most recent call last):
+    ...
+    TypeError: dst must be a strided memory view or an array (anything StridedMemoryView.from_any_interface accepts); got int: int object supports none of DLPack, __cuda_array_interface__, __array_interface__ or the buffer protocol
+    """
+    from layoutkit.memoryview import StridedMemoryView
+
+    if not isinstance(obj, StridedMemoryView) and not all(
+        hasattr(obj, a) for a in _VIEW_ATTRIBUTES
+    ):
+        from layoutkit import _driver
+
+        stream_ptr = _driver.stream_handle(stream) if stream is not None else 0
+        try:
+            obj = StridedMemoryView.from_any_interface(obj, stream_ptr)
+        except TypeError as exc:
+            raise TypeError(
+                f"{name} must be a strided memory view or an array (anything "
+                f"StridedMemoryView.from_any_interface accepts); got {type(obj).__name__}: {exc}"
+            ) from None
+    buffer = getattr(obj, "_buffer", None)  # only a buffer made already can have been closed
+    if buffer is not None and buffer.is_closed:
+        raise BufferError(f"{name}: the view's buffer is closed; there is no memory to copy")
+    return obj
 
 
 def _check_dtypes(dst, src, dst_layout, src_layout):
@@ -58,9 +96,10 @@ def copy(dst, src, stream=None):
 
     Parameters
     ----------
-    dst : StridedMemoryView
+    dst : StridedMemoryView or array
         The destination; writable, with a unique layout (no two indices share memory).
-    src : StridedMemoryView
+        Anything ``StridedMemoryView.from_any_interface`` accepts works too.
+    src : StridedMemoryView or array
         The source, with the same dtype; its shape must broadcast to ``dst``'s.
     stream : None, int or stream object, optional
         The CUDA stream that orders a copy involving device-accessible memory
@@ -77,7 +116,9 @@ def copy(dst, src, stream=None):
     Raises
     ------
     TypeError
-        When an argument is not a view, or the dtypes (itemsizes) differ.
+        When an argument is neither a view nor an array, or the dtypes (itemsizes) differ.
+    BufferError
+        When a view's buffer was closed.
     ValueError
         When the shapes do not broadcast, ``dst`` is read-only or not unique (a
         broadcast), the views overlap, or they live on different devices that cannot
@@ -93,9 +134,12 @@ def copy(dst, src, stream=None):
     ...      StridedMemoryView.from_array_interface(a.T))
     >>> b.tolist()
     [[0, 3], [1, 4], [2, 5]]
+    >>> copy(b, np.ones((3, 2), dtype=np.int16))  # arrays need no views
+    >>> b.tolist()
+    [[1, 1], [1, 1], [1, 1]]
     """
-    _check_view(dst, "dst")
-    _check_view(src, "src")
+    dst = as_copy_view(dst, "dst", stream)
+    src = as_copy_view(src, "src", stream)
     dst_layout, src_layout = dst.layout, src.layout
     _check_dtypes(dst, src, dst_layout, src_layout)
     src_strides = _broadcast_src_strides(dst_layout, src_layout)

@@ -1,8 +1,13 @@
 """``layoutkit.cuda.jit``: numba-cuda kernels whose arguments may be views."""
 
+import functools
 import os
 
+import numpy as np
+
+from layoutkit._numba_view import view_arguments, view_numba_type
 from layoutkit.cuda._extension import LaunchArgument, ViewArgumentHandler, launch_argument
+from layoutkit.interop.fastpaths import reader_for
 
 extension = ViewArgumentHandler()
 
@@ -20,7 +25,9 @@ def jit(func=None, /, *, boundscheck=False, **options):
     A thin wrapper over ``numba.cuda.jit(func, extensions=[layoutkit.cuda.extension],
     **options)``. A view argument can be a ``StridedMemoryView`` or any object with
     ``__cuda_array_interface__`` or ``__dlpack__`` that is not a NumPy array (CuPy
-    arrays, torch tensors), converted to a view once per launch.
+    arrays, torch tensors). torch tensors and CuPy arrays are read through the producer
+    fast paths of :mod:`layoutkit.interop.fastpaths` straight into kernel parameters (no
+    view object is made); the producer's stream is ordered before the launch stream.
 
     Parameters
     ----------
@@ -121,6 +128,20 @@ class ViewKernel:
             elif kind in _SCALARS or kind is LaunchArgument:
                 converted.append(arg)
                 continue
+            elif kind is not _ndarray and (reader := reader_for(kind)) is not None:
+                if stream_ptr is None:
+                    stream_ptr = _stream_pointer(stream)
+                record = reader(arg, stream_ptr, False)
+                if record is None or record.location is None:  # the protocol's view decides
+                    view = view_class.from_any_interface(arg, stream_ptr)
+                else:
+                    converted.append(
+                        _record_argument(
+                            record, _argument_name(position), current_device_id,
+                            self._boundscheck,
+                        )  # fmt: skip
+                    )
+                    continue
             elif _is_importable(arg):
                 if stream_ptr is None:
                     stream_ptr = _stream_pointer(stream)
@@ -205,6 +226,46 @@ class _ConfiguredLaunch:
 
 
 _SCALARS = frozenset({int, float, bool, complex})
+_ndarray = np.ndarray
+_types = {}  # (id(layout), dtype, readonly, boundscheck) -> (layout, numba type)
+
+
+def _record_argument(record, name, current_device_id, boundscheck):
+    """A kernel parameter straight from an import record: the checks a view would get.
+
+    Raises
+    ------
+    ValueError
+        For host-only memory, or device memory of another device than the kernel's.
+    """
+    location = record.location
+    if not location.is_device_accessible:
+        raise ValueError(
+            f"{name}: a host-only tensor (device_id={location.device_id}) cannot be passed to "
+            "a GPU kernel; copy it to device memory first"
+        )
+    if not location.is_host_accessible and _several_devices():
+        device_id = current_device_id()
+        if location.device_id != device_id:
+            raise ValueError(
+                f"{name}: the tensor lives on device {location.device_id} but the kernel runs "
+                f"on device {device_id}"
+            )
+    layout = record.layout
+    key = (id(layout), record.dtype, record.readonly, boundscheck)
+    known = _types.get(key)
+    if known is None:
+        if len(_types) >= 1024:
+            _types.clear()
+        known = _types[key] = (layout, view_numba_type(record, boundscheck))  # keeps the id
+    return LaunchArgument(known[1], view_arguments(record))
+
+
+@functools.cache
+def _several_devices():
+    from layoutkit import _driver
+
+    return _driver.device_count() > 1
 _ARGUMENT_NAMES = tuple(f"argument {position}" for position in range(64))
 _view_class = []
 

@@ -1,9 +1,24 @@
-"""Import and export of tensors through the array protocols, one protocol a module.
+"""The doors of layoutkit: every way memory comes in and goes out, one job a module.
 
-* :mod:`layoutkit.interop.dlpack`: DLPack capsules (versioned and legacy), deleters, stream rules.
-* :mod:`layoutkit.interop.cai`: ``__cuda_array_interface__`` (v3) import and export.
-* :mod:`layoutkit.interop.host`: ``__array_interface__`` and the buffer protocol (PEP 3118),
+Every door returns one :class:`~layoutkit.interop.record.ImportRecord` (pointer, checked
+layout, dtype, location, read-only flag, exporter, owner), from which
+:class:`layoutkit.StridedMemoryView` is built in one place.
+
+* :mod:`~layoutkit.interop.record`: the record, the shared layout cache and the checks
+  every door makes (layout, pointer range within 64 bits).
+* :mod:`~layoutkit.interop.dlpack`: DLPack capsules (versioned and legacy), deleters, the
+  one reading of a consumer's stream argument and DLPack's stream rules; export.
+* :mod:`~layoutkit.interop.exchange`: DLPack 1.3's C exchange API, imported through
+  (torch) and exported by views.
+* :mod:`~layoutkit.interop.cai`: ``__cuda_array_interface__`` import and export.
+* :mod:`~layoutkit.interop.host`: ``__array_interface__`` and the buffer protocol (PEP 3118),
   on the host, with no CUDA driver.
+* :mod:`~layoutkit.interop.fastpaths`: the producer fast paths, a table keyed by type
+  (NumPy, torch, CuPy, JAX), each falling back to the protocol.
+* :mod:`~layoutkit.interop._native`: direct reads of NumPy and capsule fields (with an off
+  switch).
 
-:class:`layoutkit.StridedMemoryView` is the public face of all three.
+Ownership: who frees what is decided by one object per import, the record's ``owner``: the
+producer object itself (kept alive), an :class:`~layoutkit.interop.dlpack.ImportedTensor`
+(which calls the producer's deleter exactly once) or a :class:`~layoutkit.Buffer`.
 """

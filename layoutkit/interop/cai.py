@@ -1,10 +1,11 @@
-"""``__cuda_array_interface__`` (v3): import with its stream rules, and export.
+"""``__cuda_array_interface__`` (v2 and v3): import with its stream rules, and export.
 
 Import (:func:`read_cuda_array_interface`): version 2 or newer, no mask, and a consumer
 stream must be named (``stream_ptr=None`` is ambiguous: ``BufferError``). When the
 producer names a stream that differs from the consumer's and ``stream_ptr`` is not
 ``-1``, the consumer stream waits for the producer's pending work (an event recorded
 on the producer stream, waited on by the consumer), as the CAI v3 specification asks.
+Every entry is checked as for ``__array_interface__``.
 
 Export (:func:`cuda_interface_dict`): ``"stream": None``. A view carries no stream of
 its own and promises nothing about pending work on its memory; as with
@@ -20,45 +21,48 @@ Examples
 True
 """
 
-from .dlpack import _int_stream
-from .host import InterfaceInfo, check_interface, interface_dict, interface_dtype
+from .dlpack import consumer_stream
+from .host import _pointer_pair, check_interface, interface_dict, interface_dtype
+from .record import CURRENT_DEVICE, ImportRecord, check_pointer, import_layout, int_entries
 
-__all__ = ["cuda_interface_dict", "read_cuda_array_interface"]
+__all__ = ["cuda_interface_dict", "driver_stream", "read_cuda_array_interface"]
 
 _NO_SYNC = -1
+_LEGACY_DEFAULT = (0, 1)  # the driver's NULL handle and CU_STREAM_LEGACY (CAI's 1)
 
 
-def _wait_for_producer(consumer_stream, producer_stream):
-    """Make ``consumer_stream`` wait for the work queued so far on ``producer_stream``."""
-    from .. import _driver
+def driver_stream(handle):
+    """A stream handle as the driver compares it: CAI's and DLPack's ``1`` is handle 0.
 
-    event = _driver._call("cuEventCreate", 0x2)  # CU_EVENT_DISABLE_TIMING
-    try:
-        _driver._call("cuEventRecord", event, producer_stream)
-        _driver._call("cuStreamWaitEvent", consumer_stream, event, 0)
-    finally:
-        _driver._call("cuEventDestroy", event)
+    Examples
+    --------
+    >>> driver_stream(1), driver_stream(0), driver_stream(2), driver_stream(4096)
+    (0, 0, 2, 4096)
+    """
+    return 0 if handle in _LEGACY_DEFAULT else handle
 
 
-def _producer_stream(interface, obj):
+def _producer_stream(interface, what):
     stream = interface.get("stream")
     if stream is None:
         return None
-    if isinstance(stream, bool) or not isinstance(stream, int):
+    if type(stream) is bool or not hasattr(type(stream), "__index__"):
         raise BufferError(
-            f"{type(obj).__name__}.__cuda_array_interface__['stream'] is {stream!r}; "
-            "CAI v3 requires None or an int stream handle"
+            f"{what}['stream'] is {stream!r}; CAI v3 requires None or an int stream handle"
         )
+    stream = stream.__index__()
     if stream == 0:
         raise BufferError(
-            f"{type(obj).__name__}.__cuda_array_interface__['stream'] is 0, which CAI v3 "
-            "forbids as ambiguous (1: legacy default stream, 2: per-thread default stream)"
+            f"{what}['stream'] is 0, which CAI v3 forbids as ambiguous (1: legacy default "
+            "stream, 2: per-thread default stream)"
         )
+    if not 0 < stream < 2**64:
+        raise BufferError(f"{what}['stream'] is {stream}, not a stream handle")
     return stream
 
 
 def read_cuda_array_interface(obj, stream_ptr):
-    """Read a device tensor's pointer, shape, byte strides and dtype, ordering streams.
+    """Read a device tensor into an :class:`ImportRecord`, ordering streams.
 
     Parameters
     ----------
@@ -69,50 +73,49 @@ def read_cuda_array_interface(obj, stream_ptr):
 
     Returns
     -------
-    InterfaceInfo
+    ImportRecord
+        Its location is left to the driver (``None``), except for an empty tensor
+        without a pointer, which is on the current device.
 
     Raises
     ------
     TypeError
-        When ``obj`` has no ``__cuda_array_interface__`` or ``stream_ptr`` is not an int.
+        When ``obj`` has no ``__cuda_array_interface__`` or ``stream_ptr`` is not a stream.
     BufferError
-        For ``stream_ptr=None``, a version below 2, a mask, or a malformed entry. Version
-        2 (torch still exports it) has no ``stream`` entry, so nothing is ordered.
+        For ``stream_ptr=None``, a version below 2, a mask, a malformed entry or a null
+        pointer with elements. Version 2 (torch still exports it) has no ``stream``
+        entry, so nothing is ordered.
+    ValueError, OverflowError
+        For a negative extent, a stride that is no multiple of the itemsize, or values
+        beyond int64.
     """
     try:
         interface = obj.__cuda_array_interface__
     except AttributeError:
         raise TypeError(f"{type(obj).__name__} object has no __cuda_array_interface__") from None
-    stream = stream_ptr if type(stream_ptr) is int else _int_stream(stream_ptr)
+    stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
     if stream is None:
         raise BufferError(
             "stream_ptr=None is ambiguous for __cuda_array_interface__: pass the consumer "
             "stream's handle, or -1 for no synchronization"
         )
-    # version 2 (no 'stream' entry: nothing to order) is still what torch 2.11 exports
+    what = f"{type(obj).__name__}.__cuda_array_interface__"
     check_interface(interface, "__cuda_array_interface__", obj, min_version=2)
-    data = interface.get("data")
-    try:
-        ptr, readonly = data
-        ptr = int(ptr)
-    except (TypeError, ValueError):
-        raise BufferError(
-            f"{type(obj).__name__}.__cuda_array_interface__['data'] is {data!r}, not a "
-            "(pointer, read-only) pair"
-        ) from None
-    if not 0 <= ptr < 2**64:
-        raise BufferError(
-            f"{type(obj).__name__}.__cuda_array_interface__['data'] pointer {ptr} is not an address"
-        )
-    producer = _producer_stream(interface, obj)
-    # the driver's handle 0 and CAI's 1 both name the legacy default stream
-    if stream != _NO_SYNC and producer is not None and producer != (stream or 1):
-        _wait_for_producer(stream, producer)
+    dtype = interface_dtype(interface, what)
+    shape = int_entries(interface["shape"], "shape", what)
     strides = interface.get("strides")
-    return InterfaceInfo(
-        ptr, bool(readonly), tuple(interface["shape"]),
-        None if strides is None else tuple(strides), interface_dtype(interface), obj,
-    )  # fmt: skip
+    if strides is not None:
+        strides = int_entries(strides, "strides", what)
+    layout = import_layout(shape, strides, dtype.itemsize, True, what)
+    ptr, readonly = _pointer_pair(interface.get("data"), what)
+    check_pointer(ptr, layout, what)
+    producer = _producer_stream(interface, what)
+    if stream != _NO_SYNC and producer is not None:
+        from .._driver import order_after
+
+        order_after(driver_stream(stream), driver_stream(producer))
+    location = None if ptr else CURRENT_DEVICE
+    return ImportRecord(ptr, layout, dtype, location, readonly, obj, obj, None)
 
 
 def cuda_interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):

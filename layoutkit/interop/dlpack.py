@@ -2,8 +2,11 @@
 
 Import (:func:`import_dlpack`, :func:`consume_capsule`) asks the producer for a versioned
 capsule (DLPack 1.x) and falls back to the legacy one; it renames the capsule to
-``used_dltensor(_versioned)`` and returns an :class:`ImportedTensor` that owns the managed
-tensor and calls its deleter exactly once, when released or collected.
+``used_dltensor(_versioned)`` and reads it into an :class:`ImportedTensor` that owns the
+managed tensor and calls its deleter exactly once, when released or collected (also when
+a check fails). :func:`tensor_record` / :func:`fields_record` check every field (ndim,
+dtype, ``data + byte_offset``, shape, strides, the address range) and describe the tensor
+as an :class:`~layoutkit.interop.record.ImportRecord`.
 
 Export (:func:`export_capsule`) builds a managed tensor in one PyMem block whose
 ``manager_ctx`` holds a reference to the exporting object; its deleter (called by the
@@ -26,6 +29,8 @@ import operator
 import struct
 import sys
 
+from .._driver import HOST, Location
+from .._dtypes import from_dlpack_dtype
 from ._native import (
     MEMORY,
     WRITABLE_MEMORY,
@@ -34,14 +39,22 @@ from ._native import (
     capsule_fields,
     set_capsule_name,
 )
+from .record import checked_layout, new_record
 
 __all__ = [
     "DLPACK_VERSION",
     "ImportedTensor",
     "consume_capsule",
+    "consumer_stream",
     "export_capsule",
+    "fields_record",
     "import_dlpack",
+    "location_of",
+    "managed_record",
+    "managed_tensor",
+    "pack_managed",
     "producer_stream",
+    "tensor_record",
 ]
 
 DLPACK_VERSION = (1, 3)  # the newest DLPack ABI whose fields this module reads and writes
@@ -57,6 +70,8 @@ DEVICE_TYPE_NAMES = {
 }  # fmt: skip
 
 _MAX_NDIM = 64  # StridedLayout's limit; a larger ndim is not read from producer memory
+_ADDRESS_LIMIT = 2**64
+_INT64_MAX = 2**63 - 1
 _LEGACY_DEFAULT_STREAM = 1  # DLPack's and CAI's name for the driver's stream handle 0
 
 FLAG_READ_ONLY = 1 << 0
@@ -112,18 +127,35 @@ _DELETER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
 # ----------------------------------------------------------------------------------- import
-def _int_stream(stream_ptr):
-    """Read a stream argument: None, an int-like handle, or an object with ``__cuda_stream__``."""
+def consumer_stream(stream_ptr):
+    """The one reading of a consumer's stream argument: ``None``, ``-1`` or a handle.
+
+    ``None`` (ambiguous: the rules of the producer's device decide) and ``-1`` (no
+    synchronisation) are kept; anything else is read by :func:`layoutkit._driver.stream_handle`
+    (an ``int`` or NumPy integer, or an object with ``__cuda_stream__``, ``.cuda_stream``,
+    ``.ptr`` or ``.handle``).
+
+    Raises
+    ------
+    TypeError
+        For bools, floats, strings and objects that name no stream.
+
+    Examples
+    --------
+    >>> consumer_stream(None), consumer_stream(-1), consumer_stream(7)
+    (None, -1, 7)
+    """
     if stream_ptr is None:
         return None
-    protocol = getattr(stream_ptr, "__cuda_stream__", None)
-    if protocol is not None:
-        return int(protocol()[1])
-    if isinstance(stream_ptr, bool):
-        raise TypeError(f"stream_ptr={stream_ptr!r} must be a stream handle (int), -1 or None")
+    if type(stream_ptr) is not bool and hasattr(type(stream_ptr), "__index__"):
+        stream = operator.index(stream_ptr)
+        if stream == -1:
+            return -1
+    from .._driver import stream_handle
+
     try:
-        return operator.index(stream_ptr)
-    except TypeError:
+        return stream_handle(stream_ptr)
+    except (TypeError, ValueError):
         raise TypeError(
             f"stream_ptr={stream_ptr!r} must be a stream handle (int), -1 or None"
         ) from None
@@ -132,7 +164,8 @@ def _int_stream(stream_ptr):
 def producer_stream(device_type, stream_ptr):
     """Return the ``stream=`` value to pass to ``__dlpack__`` for a producer on ``device_type``.
 
-    CPU producers: ``None`` is ambiguous (``BufferError``), ``-1`` and ``0`` mean no stream.
+    CPU producers: no stream to order (``None``, ``-1`` and ``0`` all mean none, DECISIONS 12);
+    another handle is passed on.
     CUDA producers: ``None`` is refused (``BufferError``); other values pass through
     (``-1`` asks the producer not to synchronise), except the driver's handle ``0`` of the
     legacy default stream, which DLPack forbids as ambiguous and names ``1``. Pinned and
@@ -141,18 +174,14 @@ def producer_stream(device_type, stream_ptr):
 
     Examples
     --------
-    >>> producer_stream(1, -1) is None, producer_stream(2, 7), producer_stream(3, None)
+    >>> producer_stream(1, None) is None, producer_stream(2, 7), producer_stream(3, None)
     (True, 7, None)
     >>> producer_stream(2, 0)  # the legacy default stream, as DLPack numbers it
     1
     """
-    stream = stream_ptr if type(stream_ptr) is int else _int_stream(stream_ptr)
+    stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
     if device_type == kDLCPU:
-        if stream is None:
-            raise BufferError(
-                "stream_ptr=None is ambiguous for a CPU tensor: pass -1 for no synchronization"
-            )
-        return None if stream in (-1, 0) else stream
+        return None if stream in (None, -1, 0) else stream
     if device_type == kDLCUDA:
         if stream is None:
             raise BufferError(
@@ -162,37 +191,71 @@ def producer_stream(device_type, stream_ptr):
         return _LEGACY_DEFAULT_STREAM if stream == 0 else stream
     if device_type in (kDLCUDAHost, kDLCUDAManaged):
         return stream
-    name = DEVICE_TYPE_NAMES.get(device_type, "unknown")
-    raise BufferError(f"DLPack device type {device_type} ({name}) is not supported")
+    raise BufferError(f"DLPack device type {device_type} ({device_name(device_type)}) is not supported")
+
+
+def device_name(device_type):
+    """DLPack's name for a device type (``"unknown"`` for codes it does not define)."""
+    return DEVICE_TYPE_NAMES.get(device_type, "unknown")
+
+
+def location_of(device):
+    """The :class:`~layoutkit._driver.Location` of a DLPack ``(device_type, device_id)``.
+
+    Raises
+    ------
+    BufferError
+        For device types other than CPU, CUDA, CUDA host (pinned) and CUDA managed.
+
+    Examples
+    --------
+    >>> location_of((1, 0)), location_of((2, 3)).device_id
+    (Location(device_id=-1, is_device_accessible=False, is_host_accessible=True, is_managed=False), 3)
+    """
+    device_type, device_id = device
+    if device_type == kDLCPU:
+        return HOST
+    if device_type == kDLCUDA:
+        return Location(device_id, True, False, False)
+    if device_type in (kDLCUDAHost, kDLCUDAManaged):
+        return Location(device_id, True, True, device_type == kDLCUDAManaged)
+    raise BufferError(f"DLPack device type {device_type} ({device_name(device_type)}) is not supported")
 
 
 def import_dlpack(obj, stream_ptr):
-    """Ask ``obj`` for a DLPack capsule (versioned if it can) and consume it.
+    """Ask ``obj`` for a DLPack capsule (versioned if it can) and read it into a record.
 
     Returns
     -------
-    ImportedTensor
-        Owner of the managed tensor.
+    ImportRecord
+        Its owner is the consumed tensor, whose deleter runs once, when the owner dies.
     """
-    device_type, _ = obj.__dlpack_device__()
+    device = obj.__dlpack_device__()
+    try:
+        device_type, _ = device
+    except (TypeError, ValueError):
+        raise BufferError(
+            f"{type(obj).__name__}.__dlpack_device__() returned {device!r}, not a "
+            "(device_type, device_id) pair"
+        ) from None
     stream = producer_stream(device_type, stream_ptr)
     try:
         capsule = obj.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
     except TypeError:  # a producer from before DLPack 1.0 knows no max_version
         capsule = obj.__dlpack__(stream=stream)
-    return consume_capsule(capsule)
+    return tensor_record(consume_capsule(capsule), obj)
 
 
 class ImportedTensor:
     """A consumed DLPack managed tensor; calls the producer's deleter exactly once.
 
-    All fields, shape and strides included, are read when the capsule is consumed.
-    ``strides`` is ``None`` where a legacy producer gave NULL (C order); ``ptr`` is
-    ``data + byte_offset`` (DECISIONS 13).
+    Every field is read when the tensor is consumed. ``strides`` is ``None`` where a
+    legacy producer gave NULL (C order). An ImportedTensor is the one owner of the
+    producer's tensor: it cannot be copied or pickled.
     """
 
     __slots__ = (
-        "_address", "_deleter", "data", "byte_offset", "ptr", "device", "ndim", "dtype_triple",
+        "_address", "_deleter", "data", "byte_offset", "device", "ndim", "dtype_triple",
         "flags", "readonly", "padded", "versioned", "shape", "strides", "__weakref__",
     )  # fmt: skip
 
@@ -209,6 +272,12 @@ class ImportedTensor:
 
     def __exit__(self, *exc_info):
         self.release()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError(
+            "cannot copy or pickle an imported DLPack tensor: it owns the producer's deleter, "
+            "which must run exactly once"
+        )
 
 
 _deleter_functions = {}
@@ -247,55 +316,172 @@ def consume_capsule(capsule):
     Raises
     ------
     BufferError
-        When the capsule was already consumed, is not a DLPack capsule, carries a DLPack
-        major version other than 1, has more than 64 dimensions, or has dimensions but no
-        shape (the deleter is still called for those last three).
+        When the capsule was already consumed or is not a DLPack capsule, or (the
+        deleter is called first) when it carries a DLPack major version other than 1, a
+        negative ndim or more than 64, or dimensions but no shape.
     """
     if type(capsule) is not CapsuleType:
         raise BufferError(f"{type(capsule).__name__} object is not a DLPack capsule")
     address, name = capsule_fields(capsule)
     if name and c_string_is(name, b"dltensor_versioned\0"):
+        if not address:
+            raise BufferError("the DLPack capsule holds a NULL managed tensor")
         major, _, _, deleter, flags, *tensor_fields = VERSIONED.unpack_from(MEMORY, address)
         set_capsule_name(capsule, _ADDR_USED_VERSIONED)
-        versioned = True
-    elif name and c_string_is(name, b"dltensor\0"):
+        return managed_tensor(address, deleter, major, flags, True, tensor_fields)
+    if name and c_string_is(name, b"dltensor\0"):
+        if not address:
+            raise BufferError("the DLPack capsule holds a NULL managed tensor")
         *tensor_fields, _, deleter = LEGACY.unpack_from(MEMORY, address)
         set_capsule_name(capsule, _ADDR_USED_LEGACY)
-        major, flags, versioned = 1, 0, False
-    else:
-        raise _capsule_name(name)
+        return managed_tensor(address, deleter, 1, 0, False, tensor_fields)
+    raise _capsule_name(name)
+
+
+def managed_record(address):
+    """The record of the versioned managed tensor at ``address``, whose ownership is ours now.
+
+    For a C consumer handing a tensor over (``managed_tensor_to_py_object_no_sync``): the
+    record's exporter and owner are the :class:`ImportedTensor`, which calls its deleter
+    once.
+    """
+    major, _, _, deleter, flags, *tensor_fields = VERSIONED.unpack_from(MEMORY, address)
+    tensor = managed_tensor(address, deleter, major, flags, True, tensor_fields)
+    return tensor_record(tensor, tensor)
+
+
+def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
+    """An :class:`ImportedTensor` owning the managed tensor at ``address`` (fields read).
+
+    ``tensor_fields`` are the DLTensor's ten values as :data:`VERSIONED` unpacks them.
+    From here on the deleter runs exactly once, also when a check below fails.
+    """
     tensor = ImportedTensor()
     tensor._address = address
     tensor._deleter = deleter
-    if major != 1:
-        tensor.release()
-        raise BufferError(f"DLPack major version {major} is not supported (only 1.x)")
     data, device_type, device_id, ndim, code, bits, lanes, shape_at, strides_at, offset = (
         tensor_fields
     )
+    if major != 1:
+        tensor.release()
+        raise BufferError(f"DLPack major version {major} is not supported (only 1.x)")
+    if not 0 <= ndim <= _MAX_NDIM:
+        tensor.release()
+        raise BufferError(f"DLPack tensor has ndim {ndim}; 0 to {_MAX_NDIM} are supported")
     tensor.versioned = versioned
     tensor.data = data
     tensor.byte_offset = offset
-    tensor.ptr = data + offset
     tensor.device = (device_type, device_id)
     tensor.ndim = ndim
     tensor.dtype_triple = (code, bits, lanes)
     tensor.flags = flags
     tensor.readonly = bool(flags & FLAG_READ_ONLY)
     tensor.padded = bool(flags & FLAG_IS_SUBBYTE_TYPE_PADDED)
-    if ndim > 0:
+    if ndim:
         if not shape_at:
             tensor.release()
             raise BufferError(f"DLPack tensor has ndim {ndim} but a NULL shape")
-        if ndim > _MAX_NDIM:
-            tensor.release()
-            raise BufferError(f"DLPack tensor has ndim {ndim}; at most {_MAX_NDIM} are supported")
         reader = _int64_structs.get(ndim) or _int64s(ndim)
         tensor.shape = reader.unpack_from(MEMORY, shape_at)
         tensor.strides = reader.unpack_from(MEMORY, strides_at) if strides_at else None
     else:
         tensor.shape = tensor.strides = ()
     return tensor
+
+
+def tensor_record(tensor, exporter):
+    """Check a consumed tensor's fields and describe it as an :class:`ImportRecord`.
+
+    The tensor is the record's owner: its deleter runs when the last view or buffer
+    using it dies. On any error it is released first. See :func:`fields_record`.
+    """
+    try:
+        return fields_record(
+            tensor.data, tensor.byte_offset, tensor.device, tensor.dtype_triple, tensor.padded,
+            tensor.shape, tensor.strides, tensor.readonly, exporter, tensor,
+        )  # fmt: skip
+    except BaseException:
+        tensor.release()
+        raise
+
+
+def fields_record(data, byte_offset, device, dtype_triple, padded, shape, strides, readonly,
+                  exporter, owner):  # fmt: skip
+    """Check a DLTensor's fields (already read) and describe them as an :class:`ImportRecord`.
+
+    Raises
+    ------
+    BufferError
+        For an unsupported device, ``data + byte_offset`` beyond 64 bits, a null data
+        pointer with elements, a vector dtype (``lanes != 1``), or bytes that reach
+        outside the address space.
+    TypeError
+        For a dtype NumPy cannot represent.
+    NotImplementedError
+        For an ml_dtypes type (bfloat16, float8, ...) without ml_dtypes installed.
+    ValueError, OverflowError
+        For a negative extent, an invalid stride, packed sub-byte data, or values beyond
+        int64.
+    """
+    what = f"{type(exporter).__name__} DLPack tensor"
+    location = _LOCATIONS.get(device) or location_of(device)
+    code, bits, lanes = dtype_triple
+    if lanes != 1:
+        raise BufferError(
+            f"{what} has dtype (code={code}, bits={bits}, lanes={lanes}): vector types "
+            "(lanes != 1) are not supported"
+        )
+    dtype = _DTYPES.get(dtype_triple) if not padded else None
+    if dtype is None:
+        dtype = from_dlpack_dtype(code, bits, lanes, padded)
+    ptr = data + byte_offset
+    if ptr >= _ADDRESS_LIMIT:
+        raise BufferError(
+            f"{what} has data {data:#x} + byte_offset {byte_offset}, beyond the 64-bit "
+            "address space"
+        )
+    try:
+        layout = checked_layout(shape, strides, dtype.itemsize, False, ptr, what)
+    except OverflowError:
+        repaired = _cupy14_strides(exporter, strides, dtype.itemsize)
+        if repaired is strides:
+            raise
+        layout = checked_layout(shape, repaired, dtype.itemsize, False, ptr, what)
+    return new_record((ptr, layout, dtype, location, readonly, exporter, owner, device))
+
+
+_LOCATIONS = {(kDLCPU, 0): HOST}
+_DTYPES = {
+    (code, bits, 1): from_dlpack_dtype(code, bits, 1)
+    for code, bits in ((0, 8), (0, 16), (0, 32), (0, 64), (1, 8), (1, 16), (1, 32), (1, 64),
+                       (2, 16), (2, 32), (2, 64), (5, 64), (5, 128), (6, 8))
+}  # fmt: skip
+
+
+def _cupy14_strides(exporter, strides, itemsize):
+    """Undo CuPy 14's unsigned division of a negative byte stride; other strides are kept.
+
+    CuPy 14 exports the DLPack stride of a negative byte stride ``b`` (a multiple of the
+    itemsize) as ``(2**64 + b) // itemsize``, a value whose byte stride does not fit in
+    int64. Only for CuPy arrays, and only such values, exactly, are read back as the
+    stride ``b // itemsize`` they encode; anything else is left for the layout checks to
+    refuse (the same ``strides`` object is returned when nothing changes).
+
+    Examples
+    --------
+    >>> CuPyArray = type("ndarray", (), {"__module__": "cupy._core.core"})
+    >>> _cupy14_strides(CuPyArray(), (2**62 - 3, 1), 4)
+    (-3, 1)
+    >>> _cupy14_strides(CuPyArray(), (2**62 + 5,), 4)  # not what CuPy makes of a stride
+    (4611686018427387909,)
+    """
+    module = type(exporter).__module__ or ""
+    if strides is None or not module.startswith("cupy") or itemsize == 1 or 2**64 % itemsize:
+        return strides  # itemsize 1: the signed read is already right
+    wrap = 2**64 // itemsize
+    limit = _INT64_MAX // itemsize
+    repaired = tuple(s - wrap if limit < s < wrap and (wrap - s) <= limit else s for s in strides)
+    return strides if repaired == strides else repaired
 
 
 # ----------------------------------------------------------------------------------- export
@@ -426,6 +612,31 @@ def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, v
     versioned : bool
         Build a ``dltensor_versioned`` capsule (DLPack 1.x) rather than a legacy one.
     """
+    address = pack_managed(exporter, ptr, shape, strides, dtype_triple, device, flags, versioned)
+    deleter, destructor = _FUNCTIONS[versioned]
+    name = _ADDR_NAME_VERSIONED if versioned else _ADDR_NAME_LEGACY
+    try:
+        return _new_capsule(address, name, destructor)
+    except BaseException:
+        _DELETER_TYPE(deleter)(address)
+        raise
+
+
+def pack_managed(exporter, ptr, shape, strides, dtype_triple, device, flags, versioned):
+    """Write a new managed tensor (arguments as :func:`export_capsule`'s); return its address.
+
+    The tensor lives in one PyMem block with its shape and strides; ``manager_ctx`` holds a
+    new reference to ``exporter``. Its deleter frees both, exactly once.
+
+    Raises
+    ------
+    BufferError
+        When a value does not fit its C field (nothing is allocated then).
+    MemoryError
+        When the block cannot be allocated.
+    """
+    if not 0 <= ptr < _ADDRESS_LIMIT:  # native "P" would wrap a negative value silently
+        raise BufferError(f"cannot describe the tensor in DLPack: data pointer {ptr} is no address")
     ndim = len(shape)
     layout = _managed_structs.get((versioned, ndim)) or _managed_struct(versioned, ndim)
     size = layout.size
@@ -436,32 +647,31 @@ def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, v
     if ndim:
         shape_address = address + size - 16 * ndim
         strides_address = shape_address + 8 * ndim
-    deleter, destructor = _FUNCTIONS[versioned]
+    deleter = _FUNCTIONS[versioned][0]
     device_type, device_id = device
     code, bits, lanes = dtype_triple
-    if versioned:
-        layout.pack_into(
-            WRITABLE_MEMORY, address, *DLPACK_VERSION, id(exporter), deleter, flags,
-            ptr, device_type, device_id, ndim, code, bits, lanes, shape_address, strides_address,
-            0, *shape, *strides,
-        )  # fmt: skip
-        name = _ADDR_NAME_VERSIONED
-    else:
-        layout.pack_into(
-            WRITABLE_MEMORY, address, ptr, device_type, device_id, ndim, code, bits, lanes,
-            shape_address, strides_address, 0, id(exporter), deleter, *shape, *strides,
-        )  # fmt: skip
-        name = _ADDR_NAME_LEGACY
-    _incref(exporter)  # manager_ctx's reference, dropped by the deleter
     try:
-        return _new_capsule(address, name, destructor)
-    except BaseException:
-        _DELETER_TYPE(deleter)(address)
-        raise
+        if versioned:
+            layout.pack_into(
+                WRITABLE_MEMORY, address, *DLPACK_VERSION, id(exporter), deleter, flags,
+                ptr, device_type, device_id, ndim, code, bits, lanes, shape_address,
+                strides_address, 0, *shape, *strides,
+            )  # fmt: skip
+        else:
+            layout.pack_into(
+                WRITABLE_MEMORY, address, ptr, device_type, device_id, ndim, code, bits, lanes,
+                shape_address, strides_address, 0, id(exporter), deleter, *shape, *strides,
+            )  # fmt: skip
+    except struct.error as exc:  # a value outside its C field: nothing was handed out yet
+        _free(address)
+        raise BufferError(f"cannot describe the tensor in DLPack: {exc}") from None
+    _incref(exporter)  # manager_ctx's reference, dropped by the deleter
+    return address
 
 
 _managed_structs = {}
 _malloc = _api.PyMem_Malloc
+_free = _api.PyMem_Free
 _incref = _api.Py_IncRef
 _new_capsule = _api.PyCapsule_New
 

@@ -1,44 +1,55 @@
 """Host tensors: ``__array_interface__`` (v3) and the buffer protocol (PEP 3118), no driver.
 
-:func:`read_array_interface` reads what a view needs from a NumPy array, any object
-with ``__array_interface__``, or any object exposing the buffer protocol (``bytes``,
-``bytearray``, ``memoryview``, ``array.array``, ...). :func:`interface_dict` builds the
-dict a view exports as ``__array_interface__`` (and, with a ``stream`` key added, as
+:func:`read_array_interface` reads a NumPy array, any object with
+``__array_interface__`` or any object exposing the buffer protocol (``bytes``,
+``bytearray``, ``memoryview``, ``array.array``, ...) into an
+:class:`~layoutkit.interop.record.ImportRecord`, checking every entry first: version,
+mask, shape and strides (integers), ``typestr`` against ``descr``, ``data`` (a pointer
+pair, or a buffer object whose length the described array must fit in) and ``offset``.
+:func:`ndarray_record` is the fast path for NumPy arrays. :func:`interface_dict` builds
+the dict a view exports as ``__array_interface__`` (and, with a ``stream`` key added, as
 ``__cuda_array_interface__``).
 
 Examples
 --------
 >>> import numpy as np
 >>> from layoutkit.interop.host import read_array_interface
->>> array = np.zeros((2, 3), dtype=np.float32)[:, ::2]
->>> info = read_array_interface(array)
->>> info.shape, info.strides, info.dtype, info.readonly
+>>> record = read_array_interface(np.zeros((2, 3), dtype=np.float32)[:, ::2])
+>>> record.layout.shape, record.layout.strides_in_bytes, record.dtype, record.readonly
 ((2, 2), (12, 8), dtype('float32'), False)
+>>> read_array_interface(type("Short", (), {"__array_interface__": {
+...     "version": 3, "shape": (8,), "typestr": "<i4", "data": bytearray(16)}})())
+Traceback (most recent call last):
+...
+BufferError: Short.__array_interface__: the array's bytes [0, 32) do not lie inside its 16-byte data buffer (offset 0)
 """
-
-from typing import NamedTuple
 
 import numpy as np
 
-from .._dtypes import as_dtype
+from .._dtypes import as_dtype, is_ml_dtype
+from . import _native
+from .record import (
+    HOST,
+    ImportRecord,
+    check_pointer,
+    import_layout,
+    int_entries,
+    layout_cache,
+    layout_entry,
+    new_record,
+)
 
 __all__ = [
-    "InterfaceInfo",
     "check_interface",
     "interface_dict",
+    "interface_dtype",
+    "ndarray_record",
     "read_array_interface",
 ]
 
-
-class InterfaceInfo(NamedTuple):
-    """What an array interface says about a tensor; ``strides`` in bytes (None: C order)."""
-
-    ptr: int
-    readonly: bool
-    shape: tuple
-    strides: tuple | None
-    dtype: np.dtype
-    keeper: object  # keeps the memory alive; an ndarray only when it is exactly the tensor
+_ndarray = np.ndarray
+_CPU = (1, 0)  # DLPack's (kDLCPU, 0): where every host record is
+_ndarray_data_pointer = _native.ndarray_data_pointer
 
 
 def check_interface(interface, name, obj, min_version=3):
@@ -54,7 +65,7 @@ def check_interface(interface, name, obj, min_version=3):
     if not isinstance(interface, dict):
         raise TypeError(f"{type(obj).__name__}.{name} is {type(interface).__name__}, not a dict")
     version = interface.get("version", 0)
-    if not isinstance(version, int) or version < min_version:
+    if type(version) is not int or version < min_version:
         raise BufferError(
             f"{type(obj).__name__}.{name} has version {version!r}; version {min_version} or "
             "newer is needed"
@@ -68,104 +79,193 @@ def check_interface(interface, name, obj, min_version=3):
             raise BufferError(f"{type(obj).__name__}.{name} has no {key!r} entry")
 
 
-def interface_dtype(interface):
-    """The dtype an array interface describes (``descr`` refines a void ``typestr``)."""
+def interface_dtype(interface, what):
+    """The dtype an array interface describes: ``typestr``, refined by ``descr``.
+
+    ``descr`` (a list of fields, or a dtype as layoutkit exports for ml_dtypes types)
+    may only say more about the same bytes: its itemsize must be ``typestr``'s.
+
+    Raises
+    ------
+    BufferError
+        When ``descr`` describes elements of another size than ``typestr``.
+    TypeError
+        When ``typestr`` (or ``descr``) is not a dtype, or holds Python objects.
+    """
     typestr = interface["typestr"]
+    if type(typestr) is str:
+        dtype = _typestr_dtypes.get(typestr)
+        if dtype is None:
+            dtype = as_dtype(typestr, f"{what}['typestr']")
+            if len(_typestr_dtypes) < 256:
+                _typestr_dtypes[typestr] = dtype
+    else:
+        dtype = as_dtype(typestr, f"{what}['typestr']")
     descr = interface.get("descr")
-    if descr and isinstance(typestr, str) and typestr[1:2] == "V" and descr != [("", typestr)]:
-        try:
-            return as_dtype(descr, "descr")
-        except (TypeError, ValueError):
-            pass
-    if type(typestr) is not str:
-        return as_dtype(typestr, "typestr")
-    dtype = _typestr_dtypes.get(typestr)
-    if dtype is None:
-        dtype = as_dtype(typestr, "typestr")
-        if len(_typestr_dtypes) < 256:
-            _typestr_dtypes[typestr] = dtype
-    return dtype
+    if descr is None or descr == [("", typestr)]:
+        return dtype
+    try:
+        described = as_dtype(descr, f"{what}['descr']")
+    except TypeError:
+        if dtype.kind == "V":
+            raise
+        return dtype  # a descr NumPy cannot read says nothing more about plain numbers
+    if described.itemsize != dtype.itemsize:
+        raise BufferError(
+            f"{what}: descr {descr!r} describes {described.itemsize}-byte elements but typestr "
+            f"{typestr!r} {dtype.itemsize}-byte ones"
+        )
+    return described if dtype.kind == "V" else dtype
 
 
 _typestr_dtypes = {}  # a program sees few typestrs; np.dtype(typestr) is the slow part
 
 
-def _data_pointer(data, obj, name):
-    """Read ``(ptr, readonly)`` from the interface's ``data`` entry."""
+def _pointer_pair(data, what):
+    """Read ``(ptr, readonly)`` from an interface's ``data`` tuple."""
     try:
         ptr, readonly = data
-        ptr = int(ptr)
     except (TypeError, ValueError):
-        raise BufferError(
-            f"{type(obj).__name__}.{name}['data'] is {data!r}, not a (pointer, read-only) pair"
-        ) from None
-    if ptr < 0 or ptr >= 2**64:
-        raise BufferError(f"{type(obj).__name__}.{name}['data'] pointer {ptr} is not an address")
+        raise BufferError(f"{what}['data'] is {data!r}, not a (pointer, read-only) pair") from None
+    if type(ptr) is bool or not hasattr(type(ptr), "__index__"):
+        raise BufferError(f"{what}['data'] pointer {ptr!r} is not an integer")
+    ptr = ptr.__index__()
+    if not 0 <= ptr < 2**64:
+        raise BufferError(f"{what}['data'] pointer {ptr} is not an address")
     return ptr, bool(readonly)
 
 
-def _from_buffer_protocol(obj):
-    """Read a PEP 3118 exporter through a zero-copy NumPy array over its memory."""
+def _offset(interface, what):
+    offset = interface.get("offset", 0)
+    if type(offset) is not int:
+        if type(offset) is bool or not hasattr(type(offset), "__index__"):
+            raise BufferError(f"{what}['offset'] is {offset!r}, not an integer")
+        offset = offset.__index__()
+    if offset < 0:
+        raise BufferError(f"{what}['offset'] is {offset}; it must be >= 0")
+    return offset
+
+
+def _buffer_array(obj, what):
+    """A zero-copy uint8-or-typed NumPy array over ``obj``'s buffer, and its byte length."""
     try:
         memory = memoryview(obj)
     except TypeError:
         raise TypeError(
-            f"{type(obj).__name__} object has no __array_interface__ and does not support the "
-            "buffer protocol"
+            f"{what}: {type(obj).__name__} object has no __array_interface__ and does not "
+            "support the buffer protocol"
         ) from None
     try:
         array = np.asarray(memory)
     except (TypeError, ValueError, NotImplementedError) as exc:
         raise BufferError(
-            f"{type(obj).__name__} object's buffer (format {memory.format!r}) cannot be viewed: {exc}"
+            f"{what}: the buffer (format {memory.format!r}) cannot be viewed: {exc}"
         ) from None
-    info = read_array_interface(array)
-    return info._replace(keeper=array)
+    return array, memory.nbytes
+
+
+def ndarray_record(array, exporter=None, owner=None):
+    """The record of a NumPy array, read directly; ``None`` where the protocol must decide.
+
+    That is: object dtypes, and byte strides that are not multiples of the itemsize (the
+    protocol's reader raises the errors). ``exporter`` and ``owner`` default to the array.
+    """
+    dtype = array.dtype
+    if dtype.hasobject:
+        return None
+    key = (array.shape, array.strides, dtype.itemsize, True)
+    entry = layout_cache.get(key)
+    if entry is None:
+        try:
+            entry = layout_entry(*key, "NumPy array")
+        except ValueError:
+            return None
+    return new_record((
+        _ndarray_data_pointer(array), entry[0], dtype, HOST, not array.flags.writeable,
+        array if exporter is None else exporter, array if owner is None else owner, _CPU,
+    ))  # fmt: skip
+
+
+def _buffer_record(obj, what):
+    """The record of an object with only the buffer protocol."""
+    array, _ = _buffer_array(obj, what)
+    record = ndarray_record(array, obj)
+    if record is None:  # pragma: no cover - PEP 3118 buffers NumPy reads are plain data
+        raise BufferError(f"{what}: the buffer cannot be viewed")
+    return record
 
 
 def read_array_interface(obj):
-    """Read a host tensor's pointer, shape, byte strides and dtype; no driver call.
+    """Read a host tensor into an :class:`ImportRecord`; no driver call.
 
     NumPy arrays are read directly (keeping dtypes such as ml_dtypes' bfloat16 that the
-    interface dict would only call void). Objects whose interface has ``data=None``, and
-    objects with only the buffer protocol, are read through that protocol.
-
-    Returns
-    -------
-    InterfaceInfo
+    interface dict would only call void). Objects whose interface has ``data=None`` or a
+    buffer object as ``data``, and objects with only the buffer protocol, are read
+    through that protocol, and the described array must fit in the buffer.
 
     Raises
     ------
     TypeError
-        When ``obj`` has neither interface.
+        When ``obj`` has neither interface, or for an entry of the wrong type.
     BufferError
-        For a malformed interface, a version below 3, or a mask.
+        For a malformed interface, a version below 3, a mask, a ``descr`` of another
+        itemsize than ``typestr``, a bad ``offset``, an array that does not fit in its
+        data buffer, or a null pointer with elements.
+    ValueError, OverflowError
+        For a negative extent, a stride that is no multiple of the itemsize, or values
+        beyond int64.
     """
-    interface = getattr(obj, "__array_interface__", None)
-    if interface is None:
-        return _from_buffer_protocol(obj)
+    if type(obj) is _ndarray:
+        record = ndarray_record(obj)
+        if record is not None:
+            return record
+    what = f"{type(obj).__name__}.__array_interface__"
+    try:
+        interface = obj.__array_interface__
+    except AttributeError:
+        return _buffer_record(obj, f"{type(obj).__name__} object")
     check_interface(interface, "__array_interface__", obj)
-    data = interface.get("data")
-    if data is None or not isinstance(data, tuple):
-        # the data are those of the object's buffer, starting "offset" bytes in
-        base = _from_buffer_protocol(obj if data is None else data)
-        ptr, readonly = base.ptr + interface.get("offset", 0), base.readonly
-        keeper = (obj, base.keeper)  # the array over the buffer holds the buffer export
-    else:
-        ptr, readonly = _data_pointer(data, obj, "__array_interface__")
-        keeper = obj
-    dtype = as_dtype(obj.dtype) if type(obj) is np.ndarray else interface_dtype(interface)
+    dtype = interface_dtype(interface, what)
+    shape = int_entries(interface["shape"], "shape", what)
     strides = interface.get("strides")
-    return InterfaceInfo(
-        ptr, readonly, tuple(interface["shape"]), None if strides is None else tuple(strides),
-        dtype, keeper,
-    )  # fmt: skip
+    if strides is not None:
+        strides = int_entries(strides, "strides", what)
+    layout = import_layout(shape, strides, dtype.itemsize, True, what)
+    offset = _offset(interface, what)
+    data = interface.get("data")
+    if type(data) is tuple:
+        if offset:
+            raise BufferError(
+                f"{what}['offset'] is {offset}, but an offset applies only to a buffer object "
+                "as data, not to a (pointer, read-only) pair"
+            )
+        ptr, readonly = _pointer_pair(data, what)
+        keeper = obj
+    else:  # the data are those of a buffer (the object's own for None), from "offset" on
+        array, nbytes = _buffer_array(obj if data is None else data, what)
+        if not array.flags.contiguous:
+            raise BufferError(f"{what}: the data buffer is not contiguous")
+        needed = (layout.max_offset + 1) * layout.itemsize
+        lowest = offset - layout.slice_offset_in_bytes  # negative strides reach back
+        if lowest < 0 or lowest + needed > nbytes:
+            raise BufferError(
+                f"{what}: the array's bytes [{lowest}, {lowest + needed}) do not lie inside its "
+                f"{nbytes}-byte data buffer (offset {offset})"
+            )
+        ptr = _native.ndarray_data_pointer(array) + offset
+        readonly = not array.flags.writeable
+        keeper = (obj, array)  # the array over the buffer holds the buffer export
+    check_pointer(ptr, layout, what)
+    return ImportRecord(ptr, layout, dtype, HOST, readonly, obj, keeper, _CPU)
 
 
 def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
     """The version-3 array interface dict describing a view (explicit byte strides).
 
-    A view without a dtype is described as raw ``itemsize``-byte void elements.
+    A view without a dtype is described as raw ``itemsize``-byte void elements. An
+    ml_dtypes type (bfloat16, float8, ...), whose ``typestr`` can only say ``|V<n>``,
+    is described as ``|V<n>`` with the dtype itself as ``descr``, which NumPy reads back
+    as that type.
 
     Examples
     --------
@@ -175,11 +275,15 @@ def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
     """
     if dtype is None:
         dtype = np.dtype(f"V{itemsize}")
+    if dtype.isbuiltin == 2 and is_ml_dtype(dtype):  # a user-defined type, e.g. '<f1'
+        typestr, descr = f"|V{itemsize}", dtype
+    else:
+        typestr, descr = dtype.str, dtype.descr
     return {
         "version": 3,
         "shape": shape,
-        "typestr": dtype.str,
-        "descr": dtype.descr,
+        "typestr": typestr,
+        "descr": descr,
         "data": (ptr, readonly),
         "strides": strides_in_bytes,
     }

@@ -62,7 +62,8 @@ class Producer:
     """Hands out a hand-built DLPack capsule over ``array``'s memory; counts deleter calls."""
 
     def __init__(self, array, *, byte_offset=0, shape=None, strides="array", dtype=None,
-                 device=(1, 0), versioned=True, flags=0, major=1, data=None, legacy_only=False):  # fmt: skip
+                 device=(1, 0), versioned=True, flags=0, major=1, data=None, legacy_only=False,
+                 ndim=None):  # fmt: skip
         self.array = array
         self.deleted = 0
         self.device = device
@@ -78,7 +79,8 @@ class Producer:
             data = array.__array_interface__["data"][0] - byte_offset
         self._deleter = DELETER(self._on_delete)
         tensor = DLTensor(
-            data, DLDevice(*device), len(shape), DLDataType(*(dtype or _dl_dtype(array.dtype))),
+            data, DLDevice(*device), len(shape) if ndim is None else ndim,
+            DLDataType(*(dtype or _dl_dtype(array.dtype))),
             ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64)),
             None if strides is None else ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64)),
             byte_offset,

@@ -1,0 +1,147 @@
+"""Producer fast paths: one table keyed by the producer's type, each entry a record reader.
+
+A protocol reader asks an object for a generic description (a DLPack capsule, an
+interface dict) and decodes it; a fast path reads the same facts the quickest documented
+way the producer's own type offers:
+
+============== ===================================================================
+type           fast path
+============== ===================================================================
+numpy.ndarray  its attributes (``shape``, ``strides``, ``dtype``, ``flags``) and
+               data pointer (see :mod:`~layoutkit.interop._native`)
+torch.Tensor   DLPack 1.3's C exchange API, found on the type, read as a borrowed
+               DLTensor (other types with ``__dlpack_c_exchange_api__`` take an owned
+               managed tensor through it, which carries the read-only flag)
+cupy.ndarray   its attributes (``data.ptr``, ``shape``, ``strides``, ``dtype``,
+               ``__dlpack_device__()``), the current CuPy stream ordered before the
+               consumer's as CuPy's ``__dlpack__`` would
+jax.Array      DLPack, the route JAX documents (``__dlpack__``)
+a view         its own record (registered by :mod:`layoutkit.memoryview`)
+============== ===================================================================
+
+An entry returns ``None`` where its preconditions fail (a dtype it does not carry, a
+stream it cannot order), and the caller falls back to the protocol, whose errors are
+then the ones raised. Every entry returns a checked
+:class:`~layoutkit.interop.record.ImportRecord`, as the protocol readers do.
+
+Examples
+--------
+>>> import numpy as np
+>>> from layoutkit.interop.fastpaths import fast_record
+>>> fast_record(np.arange(6.0).reshape(2, 3), -1, True).layout.shape
+(2, 3)
+>>> fast_record(object(), -1, True) is None
+True
+"""
+
+import sys
+
+import numpy as np
+
+from .._dtypes import is_numpy_dlpack_dtype, to_dlpack_dtype
+from .dlpack import consumer_stream, import_dlpack, location_of
+from .exchange import exchange_api, exchange_record
+from .host import ndarray_record
+from .record import ImportRecord, checked_layout
+
+__all__ = ["fast_record", "reader_for", "register"]
+
+
+def _numpy(array, stream_ptr, dlpack_only):
+    if not (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
+        return None  # a stream for a CPU tensor: the protocol decides
+    if dlpack_only and not is_numpy_dlpack_dtype(array.dtype):
+        try:  # ml_dtypes types: ours to carry (NumPy's own export refuses them)
+            to_dlpack_dtype(array.dtype)
+        except BufferError:
+            return None
+    return ndarray_record(array)
+
+
+def _torch_reader(api):
+    def _torch(tensor, stream_ptr, dlpack_only):
+        # torch's exchange functions ignore autograd and the lazy conjugate and negative
+        # bits; __dlpack__ refuses the first two, and exports the third as if it were unset
+        if tensor.requires_grad or tensor.is_conj():
+            return None  # torch's own refusal
+        if tensor.is_neg():
+            raise BufferError(
+                "the torch tensor has its negative bit set (its memory holds the values "
+                "negated); call tensor.resolve_neg() first"
+            )
+        return exchange_record(tensor, api, stream_ptr, True)
+
+    return _torch
+
+
+def _exchange_reader(api):
+    def _exchange(obj, stream_ptr, dlpack_only):
+        return exchange_record(obj, api, stream_ptr, False)
+
+    return _exchange
+
+
+def _cupy(array, stream_ptr, dlpack_only):
+    cupy = sys.modules.get("cupy")
+    stream = consumer_stream(stream_ptr)
+    if stream is None or cupy is None:
+        return None  # ambiguous (the protocol raises), or not CuPy's own ndarray
+
+    ptr = array.data.ptr
+    dtype = array.dtype
+    layout = checked_layout(array.shape, array.strides, dtype.itemsize, True, ptr, "CuPy array")
+    device = array.__dlpack_device__()
+    location = location_of(device)
+    if stream != -1 and device[0] == 2:  # kDLCUDA: CuPy's current stream before the consumer's
+        from .._driver import order_after
+        from .cai import driver_stream
+
+        order_after(driver_stream(stream), driver_stream(cupy.cuda.get_current_stream().ptr))
+    return ImportRecord(ptr, layout, dtype, location, False, array, array, tuple(device))
+
+
+def _jax(array, stream_ptr, dlpack_only):
+    return import_dlpack(array, stream_ptr)
+
+
+_readers = {np.ndarray: _numpy}
+_registered = {np.ndarray: _numpy}
+
+
+def register(kind, reader):
+    """Make ``reader(obj, stream_ptr, dlpack_only)`` the fast path of exactly type ``kind``."""
+    _registered[kind] = _readers[kind] = reader
+
+
+def reader_for(kind):
+    """The fast-path reader of producer type ``kind``, or ``None`` (cached per type)."""
+    try:
+        return _readers[kind]
+    except KeyError:
+        pass
+    package = (getattr(kind, "__module__", None) or "").partition(".")[0]
+    if package == "cupy" and kind.__name__ == "ndarray":
+        reader = _cupy
+    elif package in ("jax", "jaxlib") and hasattr(kind, "__dlpack__"):
+        reader = _jax
+    elif (api := exchange_api(kind)) is not None:
+        reader = (_torch_reader if package == "torch" else _exchange_reader)(api)
+    else:
+        reader = None
+    if len(_readers) >= 256:
+        _readers.clear()
+        _readers.update(_registered)
+    _readers[kind] = reader
+    return reader
+
+
+def fast_record(obj, stream_ptr, dlpack_only):
+    """``obj``'s record through its type's fast path, or ``None`` for the protocols.
+
+    ``dlpack_only``: the caller asked for DLPack, so a dtype DLPack cannot carry is left
+    to the protocol (which refuses it).
+    """
+    reader = _readers.get(type(obj), reader_for)
+    if reader is reader_for:
+        reader = reader_for(type(obj))
+    return None if reader is None else reader(obj, stream_ptr, dlpack_only)

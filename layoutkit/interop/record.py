@@ -1,0 +1,255 @@
+"""The one import record behind every door, and the checks every door shares.
+
+Each protocol reader (:mod:`~layoutkit.interop.dlpack`, :mod:`~layoutkit.interop.cai`,
+:mod:`~layoutkit.interop.host`) and each producer fast path
+(:mod:`~layoutkit.interop.fastpaths`) returns an :class:`ImportRecord`;
+``StridedMemoryView`` is built from a record in one place. A record is complete and
+checked when it exists: its layout was validated (extents, strides, itemsize, int64
+ranges), its pointer is not null unless it has no elements, and every byte it
+addresses lies inside the 64-bit address space.
+
+Layouts of imported tensors are immutable and a program sees the same few shapes again
+and again, so they are shared through one cache keyed by ``(shape, strides, itemsize,
+strides_in_bytes)``.
+
+Examples
+--------
+>>> from layoutkit.interop.record import import_layout
+>>> layout = import_layout((2, 3), (-3, 1), 4, False, "a tensor")
+>>> layout.strides, layout.slice_offset  # relative to the lowest byte
+((-3, 1), 3)
+>>> import_layout((2, -1), None, 4, False, "a tensor")
+Traceback (most recent call last):
+...
+ValueError: a tensor: shape[1] = -1 is negative; extents must be >= 0
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .._driver import HOST, Location
+from ..layout import StridedLayout
+
+__all__ = [
+    "CURRENT_DEVICE",
+    "HOST",
+    "ImportRecord",
+    "check_pointer",
+    "checked_layout",
+    "import_layout",
+    "int_entries",
+    "layout_cache",
+    "layout_entry",
+    "new_record",
+]
+
+CURRENT_DEVICE = Location(None, True, False, False)  # device memory of the current device
+_ADDRESS_LIMIT = 2**64
+_INT64_MAX = 2**63 - 1
+_CACHE_LIMIT = 1024
+
+
+class ImportRecord(NamedTuple):
+    """Everything a view needs about imported memory, already checked.
+
+    Attributes
+    ----------
+    ptr : int
+        Address of element ``(0, ..., 0)``.
+    layout : StridedLayout
+        Shape, strides (elements) and itemsize, relative to where the tensor's buffer
+        starts (``ptr - layout.slice_offset_in_bytes``): for an imported tensor its lowest
+        byte (``layout.min_offset == 0``); never before it.
+    dtype : numpy.dtype or None
+        The element type (``None`` only for a buffer view made without one).
+    location : Location or None
+        Where the memory lives; ``None`` when only the driver (or the buffer) can say,
+        ``CURRENT_DEVICE`` for an empty CUDA tensor without a pointer.
+    readonly : bool
+        The producer's read-only flag.
+    exporter : object
+        The object the user handed over (``exporting_obj``).
+    owner : object
+        What keeps the memory alive: the exporter itself, the consumed DLPack tensor (whose
+        deleter runs once, when the owner dies) or a Buffer.
+    dl_device : tuple or None
+        ``(device_type, device_id)`` as a DLPack producer named it, else ``None``.
+    """
+
+    ptr: int
+    layout: StridedLayout
+    dtype: np.dtype | None
+    location: Location | None
+    readonly: bool
+    exporter: object
+    owner: object
+    dl_device: tuple | None
+
+
+def new_record(fields):
+    """An :class:`ImportRecord` from a tuple of its eight fields, in order (the fast way)."""
+    return _tuple_new(ImportRecord, fields)
+
+
+_tuple_new = tuple.__new__
+# (shape, strides, itemsize, strides_in_bytes) -> (layout, lead, size): hot readers look
+# here first and call layout_entry only on a miss
+layout_cache = {}
+
+
+def _build(shape, strides, itemsize, strides_in_bytes):
+    layout = StridedLayout(shape, strides, itemsize, divide_strides=strides_in_bytes)
+    low = layout.min_offset
+    if low < 0 and layout.volume:
+        # the layout addresses elements before (0, ..., 0): move it so its lowest byte is 0
+        span = (layout.max_offset - low + 1) * itemsize
+        if span > _INT64_MAX:
+            raise OverflowError(f"{layout!r} spans {span} bytes, more than int64 allows")
+        layout = StridedLayout._trusted(layout.shape, layout.strides, itemsize, -low)
+    lead = layout.slice_offset * itemsize  # bytes from the buffer's start to (0, ..., 0)
+    return layout, lead, (layout.max_offset + 1) * itemsize
+
+
+def layout_entry(shape, strides, itemsize, strides_in_bytes, what):
+    """``(layout, lead, size)`` for :func:`import_layout`'s arguments, from the cache.
+
+    ``lead`` is the byte offset of element ``(0, ..., 0)`` from the tensor's lowest byte
+    and ``size`` the bytes it spans.
+    """
+    key = (shape, strides, itemsize, strides_in_bytes)
+    entry = layout_cache.get(key)
+    if entry is None:
+        try:
+            entry = _build(shape, strides, itemsize, strides_in_bytes)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise type(exc)(f"{what}: {exc}") from None
+        if len(layout_cache) >= _CACHE_LIMIT:
+            layout_cache.clear()
+        layout_cache[key] = entry
+    return entry
+
+
+def import_layout(shape, strides, itemsize, strides_in_bytes, what):
+    """The validated layout of an imported tensor, relative to its lowest byte.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Extents; every entry an ``int`` (see :func:`int_entries`).
+    strides : tuple of int or None
+        Strides, in bytes when ``strides_in_bytes`` else in elements; ``None``: C order.
+    itemsize : int
+        Bytes per element.
+    strides_in_bytes : bool
+        Whether ``strides`` are byte strides (each must be a multiple of ``itemsize``).
+    what : str
+        How errors name the tensor.
+
+    Raises
+    ------
+    ValueError
+        For a negative extent, more than 64 dimensions, a stride count that differs
+        from the shape's, a byte stride that is not a multiple of ``itemsize`` or an
+        itemsize below 1.
+    OverflowError
+        When a value, the volume or the span does not fit in int64.
+    """
+    return layout_entry(shape, strides, itemsize, strides_in_bytes, what)[0]
+
+
+def checked_layout(shape, strides, itemsize, strides_in_bytes, ptr, what):
+    """:func:`import_layout` and :func:`check_pointer` for element ``(0, ..., 0)`` at ``ptr``.
+
+    Examples
+    --------
+    >>> checked_layout((2, 3), (3, -1), 8, False, 4096, "x").slice_offset
+    2
+    >>> checked_layout((2,), (-1,), 8, False, 4, "x")
+    Traceback (most recent call last):
+    ...
+    BufferError: x: its 16 bytes at -0x4 reach beyond the 64-bit address space
+    """
+    layout, lead, size = layout_entry(shape, strides, itemsize, strides_in_bytes, what)
+    base = ptr - lead
+    if ptr and base >= 0 and base + size <= _ADDRESS_LIMIT:
+        return layout
+    check_pointer(ptr, layout, what)  # raises, unless a null pointer without elements
+    return layout
+
+
+def int_entries(values, name, what):
+    """``values`` as a tuple of ``int`` (NumPy integers accepted; bools, floats refused).
+
+    The layout cache is keyed by these tuples, so an entry must be an ``int`` and not
+    merely equal to one (``True == 1``, ``2.0 == 2``).
+
+    Raises
+    ------
+    TypeError
+        For a non-sequence or an entry that is not an integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> int_entries([np.int64(2), 3], "shape", "x")
+    (2, 3)
+    >>> int_entries((2.0,), "shape", "x")
+    Traceback (most recent call last):
+    ...
+    TypeError: x: shape[0] is 2.0 of type float, not an integer
+    """
+    try:
+        values = tuple(values)
+    except TypeError:
+        raise TypeError(
+            f"{what}: {name} is {values!r} of type {type(values).__name__}, not a sequence"
+        ) from None
+    result = []
+    for i, value in enumerate(values):
+        kind = type(value)
+        if kind is not int:
+            if kind is bool or not hasattr(kind, "__index__"):
+                raise TypeError(
+                    f"{what}: {name}[{i}] is {value!r} of type {kind.__name__}, not an integer"
+                )
+            value = value.__index__()
+        result.append(value)
+    return tuple(result)
+
+
+def check_pointer(ptr, layout, what):
+    """Refuse a null pointer to elements, or bytes outside ``[0, 2**64)``; returns ``ptr``.
+
+    ``ptr`` is the address of element ``(0, ..., 0)``; ``layout`` is relative to the
+    tensor's lowest byte (as :func:`import_layout` makes it).
+
+    Raises
+    ------
+    BufferError
+        For a null pointer to one or more elements, or a tensor that starts below
+        address 0 or ends beyond ``2**64``.
+
+    Examples
+    --------
+    >>> from layoutkit import StridedLayout
+    >>> check_pointer(0, StridedLayout((2,), (1,), 8), "x")
+    Traceback (most recent call last):
+    ...
+    BufferError: x has a null data pointer but 2 elements
+    >>> check_pointer(2**64 - 8, StridedLayout((2,), (1,), 8), "x")
+    Traceback (most recent call last):
+    ...
+    BufferError: x: its 16 bytes at 0xfffffffffffffff8 reach beyond the 64-bit address space
+    """
+    if not ptr:
+        if layout.volume:
+            raise BufferError(f"{what} has a null data pointer but {layout.volume} elements")
+        return ptr
+    base = ptr - layout.slice_offset_in_bytes
+    size = (layout.max_offset + 1) * layout.itemsize
+    if base < 0 or base + size > _ADDRESS_LIMIT:
+        raise BufferError(
+            f"{what}: its {size} bytes at {base:#x} reach beyond the 64-bit address space"
+        )
+    return ptr
