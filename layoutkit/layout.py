@@ -55,14 +55,17 @@ def _as_index(value, name):
     """``value`` as a plain int (``operator.index``; bools refused), or a TypeError naming it."""
     if type(value) is int:
         return value
+    failure = None
     if not isinstance(value, bool):
         try:
             return _exact_int(operator.index(value))
         except TypeError:
             pass
+        except Exception as exc:  # a broken __index__: still the argument's fault
+            failure = exc
     raise TypeError(
         f"{name} must be an integer, got {_describe(value)} of type {type(value).__name__}"
-    )
+    ) from failure
 
 
 def _as_ints(values, name, scalar_ok=True):
@@ -88,7 +91,10 @@ def _as_ints(values, name, scalar_ok=True):
             raise TypeError(
                 f"{name} must be {expected}, got {_describe(values)} of type {kind.__name__}"
             ) from None
-        values = tuple(itertools.islice(entries, MAX_NDIM + 1))
+        try:
+            values = tuple(itertools.islice(entries, MAX_NDIM + 1))
+        except Exception as exc:  # a broken iterator: the argument's fault
+            raise TypeError(f"{name}: reading {_describe(values)} failed ({exc!r})") from exc
         if len(values) > MAX_NDIM:
             raise ValueError(f"{name} has more than {MAX_NDIM} dimensions")
     return tuple([_as_index(v, f"{name}[{i}]") for i, v in enumerate(values)])
@@ -252,10 +258,12 @@ class StridedLayout:
     Arguments follow NumPy: any sequence of integer-likes (NumPy integers included)
     where a shape or axes are expected; floats, strings and bools are refused.
 
-    Subclasses: every method returns a plain ``StridedLayout`` (as ``str`` and ``tuple``
-    methods do for their subclasses), also where the result equals ``self``; the
-    classmethods ``dense`` and ``dense_like`` called on a subclass build their result with
-    ``cls(shape, strides, itemsize)``, as ``dict.fromkeys`` calls ``cls()``.
+    Subclasses: the constructor is ``__new__`` (as for ``tuple``), so a subclass that
+    takes other arguments overrides ``__new__``. Every method returns a plain
+    ``StridedLayout`` (as ``str`` and ``tuple`` methods do for their subclasses), also
+    where the result equals ``self``; the classmethods ``dense`` and ``dense_like`` called
+    on a subclass build their result with ``cls(shape, strides, itemsize)``, as
+    ``dict.fromkeys`` calls ``cls()``. Pickles keep the subclass and its ``__dict__``.
 
     Examples
     --------
@@ -282,7 +290,9 @@ class StridedLayout:
         "__weakref__",
     )
 
-    def __init__(self, shape, strides, itemsize, divide_strides=False):
+    def __new__(cls, shape, strides, itemsize, divide_strides=False):
+        # the constructor is __new__ (as for tuple): no instance exists before its values
+        # are valid, and pickle's NEWOBJ cannot make one without them
         if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
             shape = _as_ints(shape, "shape")
         ndim = len(shape)
@@ -307,6 +317,7 @@ class StridedLayout:
                 for i, s in enumerate(strides):
                     if not -_INT64_MAX <= s <= _INT64_MAX:
                         raise OverflowError(f"strides[{i}] = {s} does not fit in int64")
+        self = _new_instance(cls)
         if 0 in shape:
             strides = (0,) * ndim
         else:
@@ -322,6 +333,7 @@ class StridedLayout:
         self._strides = strides
         self._itemsize = itemsize
         self._offset = 0
+        return self
 
     @classmethod
     def _trusted(cls, shape, strides, itemsize, slice_offset=0):
@@ -399,14 +411,14 @@ class StridedLayout:
         shape = other._shape
         ndim = len(shape)
         if stride_order is None or type(stride_order) is str and stride_order == "K":
-            same = other.is_dense
-            order = None if same else other.stride_order
+            same = other._offset == 0 and _get_is_any(other)
+            order = None if same else _get_order(other)
         else:
             order = _parse_stride_order(stride_order, ndim, allow_k=True)
             if order is _IOTA[ndim]:
-                same = other._offset == 0 and other.is_contiguous_c
+                same = other._offset == 0 and _get_is_c(other)
             elif order is _REVERSED[ndim]:
-                same = other._offset == 0 and other.is_contiguous_f
+                same = other._offset == 0 and _get_is_f(other)
             else:
                 same = False
         if same:
@@ -492,12 +504,12 @@ class StridedLayout:
     @property
     def min_offset(self):
         """Smallest element offset of any index (see ``offset_bounds``)."""
-        return self.offset_bounds[0]
+        return _get_bounds(self)[0]
 
     @property
     def max_offset(self):
         """Largest element offset of any index (see ``offset_bounds``)."""
-        return self.offset_bounds[1]
+        return _get_bounds(self)[1]
 
     @property
     def is_contiguous_c(self):
@@ -524,7 +536,7 @@ class StridedLayout:
             return self._is_any
         except AttributeError:
             shape, strides = self._shape, self._strides
-            order = self.stride_order
+            order = _get_order(self)
             value = self._is_any = _is_contiguous(
                 shape, strides, lambda n: reversed(order)
             )
@@ -533,7 +545,7 @@ class StridedLayout:
     @property
     def is_dense(self):
         """Contiguous in some axis order, starting at offset 0."""
-        return self._offset == 0 and self.is_contiguous_any
+        return self._offset == 0 and _get_is_any(self)
 
     @property
     def stride_order(self):
@@ -598,7 +610,7 @@ class StridedLayout:
         try:
             low, high = self._bounds
         except AttributeError:
-            low, high = self.offset_bounds
+            low, high = _get_bounds(self)
         if low < 0:
             raise ValueError(
                 f"layout {self!r} reaches offset {low} before its start: the size it "
@@ -812,7 +824,7 @@ class StridedLayout:
         m = len(shape)
         if m > MAX_NDIM:
             _check_ndim(m, "shape")
-        volume = self.volume
+        volume = _get_volume(self)
         if shape and (min(shape) < 0 or max(shape) > _INT64_MAX or _prod(shape) != volume):
             shape = _infer_extent(shape, volume)
         elif not shape and volume != 1:
@@ -1043,8 +1055,8 @@ class StridedLayout:
             if type(item) is slice:
                 try:
                     start, _, step = indices = item.indices(e)
-                except (TypeError, ValueError):
-                    raise _slice_error(item, axis) from None
+                except Exception as exc:  # bounds that are not integers, or a step of 0
+                    raise _slice_error(item, axis) from exc
                 length = len(range(*indices))
                 if length == 0:
                     empty = True
@@ -1151,6 +1163,13 @@ class StridedLayout:
 
 
 _SLOT_NAMES = frozenset(StridedLayout.__slots__)
+# the base class's getters: what layoutkit itself reads, whatever a subclass overrides
+_get_volume = StridedLayout.volume.fget
+_get_bounds = StridedLayout.offset_bounds.fget
+_get_order = StridedLayout.stride_order.fget
+_get_is_c = StridedLayout.is_contiguous_c.fget
+_get_is_f = StridedLayout.is_contiguous_f.fget
+_get_is_any = StridedLayout.is_contiguous_any.fget
 _REVERSED_RANGE = lambda n: range(n - 1, -1, -1)  # noqa: E731  (axes from the fastest, C order)
 
 
@@ -1265,7 +1284,7 @@ def _is_unique(layout):
         reach += s * (e - 1)
     else:
         return True
-    if axes[0][0] == 0 or layout.volume > _EXACT_UNIQUE_LIMIT:
+    if axes[0][0] == 0 or _get_volume(layout) > _EXACT_UNIQUE_LIMIT:
         return False  # a broadcast axis, or too many elements to enumerate
     offsets = [0]
     for s, e in axes:
@@ -1416,12 +1435,16 @@ def _too_many_indices(items, ndim):
 
 def _index_item(item):
     """An integer index item as a plain int; TypeError for anything else."""
-    if isinstance(item, bool) or not hasattr(type(item), "__index__"):
-        raise TypeError(
-            "indices must be integers, slices, None or Ellipsis, got "
-            f"{_describe(item)} of type {type(item).__name__}"
-        )
-    return _as_index(item, "index")
+    failure = None
+    if not isinstance(item, bool) and hasattr(type(item), "__index__"):
+        try:
+            return _as_index(item, "index")
+        except TypeError as exc:  # e.g. a NumPy array of several integers
+            failure = exc
+    raise TypeError(
+        "indices must be integers, slices, None or Ellipsis, got "
+        f"{_describe(item)} of type {type(item).__name__}"
+    ) from failure
 
 
 def _slice_error(item, axis):
@@ -1429,5 +1452,7 @@ def _slice_error(item, axis):
     for name in ("start", "stop", "step"):
         value = getattr(item, name)
         if value is not None:
-            _as_index(value, f"slice {name}")  # raises for the first bad bound
-    return ValueError(f"slice step cannot be zero (axis {axis})")
+            value = _as_index(value, f"slice {name}")  # raises for the first bad bound
+            if name == "step" and value == 0:
+                return ValueError(f"slice step cannot be zero (axis {axis})")
+    return TypeError(f"slice {_describe(item)} (axis {axis}): its bounds must be integers")

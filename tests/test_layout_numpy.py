@@ -31,7 +31,7 @@ from helpers.strategies import (
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from layoutkit import StridedLayout
+from layoutkit import AxisError, StridedLayout
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -85,6 +85,26 @@ def test_sliced_matches_numpy_indexing(data):
 def test_sliced_table_against_numpy(index):
     layout = StridedLayout((3, 4, 5), (-2, 7, 30), 8)[:, ::-1, 1:]
     assert_same_mapping(layout[index], numpy_view(layout)[index])
+
+
+@FAST
+@given(st.data())
+def test_offset_of_matches_numpy_indexing(data):
+    layout = data.draw(layouts())
+    view = numpy_view(layout)
+    index = tuple(
+        data.draw(st.integers(-e - 2, e + 1)) if e else data.draw(st.integers(-2, 1))
+        for e in layout.shape
+    )
+    try:
+        expected = int(view[index])
+    except IndexError:
+        with pytest.raises(AxisError, match=r"index -?\d+ is out of bounds for axis"):
+            layout.offset_of(index)
+    else:
+        assert layout.offset_of(index) == expected
+        assert layout.offset_of(list(index)) == expected
+        assert layout.offset_of(tuple(np.int64(i) for i in index)) == expected
 
 
 @FAST
