@@ -228,11 +228,12 @@ def reshape(lay, n, new_shape, m, out, cap):
     """Strides for viewing a non-empty layout with ``new_shape[0:m]`` (same volume).
 
     NumPy's no-copy reshape: extent-1 axes are dropped, the remaining old axes and the new
-    axes are matched in groups of equal volume; each old group must be C-contiguous. New
-    extent-1 axes take the running stride of their group (extent times stride of the next
-    axis; that stride itself where the product does not fit in int64). Returns
-    ``INCOMPATIBLE`` when a group is not contiguous, or when the volumes differ after
-    all (the walk never reads past either shape). ``out[0:cap]`` receives the new shape,
+    axes are matched in groups of equal volume; each old group must be C-contiguous. Within
+    a group each new stride is the next one times the next extent; a new extent-1 axis
+    whose stride would not fit in int64 takes the next stride instead (it is never used),
+    any other makes the status ``OVERFLOW_OFFSET``. Returns ``INCOMPATIBLE`` when a group
+    is not contiguous, or when the volumes differ after all (the walk never reads past
+    either shape). ``out[0:cap]`` receives the new shape,
     ``out[cap:2*cap]`` the strides; ``out[2*cap:2*cap+2*n]`` is scratch space for the old
     non-unit axes.
     """
@@ -268,13 +269,18 @@ def reshape(lay, n, new_shape, m, out, cap):
             nxt_s = out[scratch + n + ok + 1]
             if not mul_fits(nxt_e, nxt_s) or out[scratch + n + ok] != nxt_e * nxt_s:
                 return INCOMPATIBLE
-        out[cap + nj - 1] = out[scratch + n + oj - 1]
+        running = out[scratch + n + oj - 1]
+        out[cap + nj - 1] = running
+        beyond = False  # the true running stride no longer fits in int64
         for nk in range(nj - 1, ni, -1):
-            below = out[cap + nk]
-            if mul_fits(below, new_shape[nk]):
-                out[cap + nk - 1] = below * new_shape[nk]
-            else:  # only an extent-1 axis is this far out: any stride serves it
-                out[cap + nk - 1] = below
+            if not beyond and mul_fits(running, new_shape[nk]):
+                running *= new_shape[nk]
+                out[cap + nk - 1] = running
+            elif new_shape[nk - 1] == 1:  # never used: any stride serves an extent-1 axis
+                beyond = True
+                out[cap + nk - 1] = out[cap + nk]
+            else:
+                return OVERFLOW_OFFSET
         ni = nj
         nj += 1
         oi = oj

@@ -204,6 +204,123 @@ def _fits(shape, strides, itemsize, offset):
     return None, volume, low, high
 
 
+# Fast paths: each takes values as given and returns None unless they are the common
+# case (tuples of plain ints, no zero extent, every number well inside int64); callers then
+# run the full checks, which name what is wrong. One Python loop costs less here than
+# several builtin passes (min(), max(), map() each cost a call).
+def _plain_bounds(shape, strides, itemsize):
+    """``(volume, (low, high))`` of a plain, non-empty layout whose numbers fit, or None."""
+    if type(strides) is not tuple or len(strides) != len(shape):
+        return None
+    limit = _INT64_MAX // itemsize
+    volume = 1
+    low = high = 0
+    for e, s in zip(shape, strides):
+        if type(e) is not int or type(s) is not int or e < 1 or not -limit <= s <= limit:
+            return None
+        volume *= e
+        if s > 0:
+            high += s * (e - 1)
+        else:
+            low += s * (e - 1)
+    if volume > _INT64_MAX or high >= limit or low < -(2**63 // itemsize):
+        return None
+    return volume, (low, high)
+
+
+def _plain_volume(shape):
+    """The volume of a plain shape of extents 1..INT64_MAX (whose volume fits), or None."""
+    volume = 1
+    for e in shape:
+        if type(e) is not int or e < 1:
+            return None
+        volume *= e
+    return volume if volume <= _INT64_MAX else None
+
+
+def _plain_c_strides(shape, itemsize):
+    """C-order dense strides of a plain, non-empty shape whose bytes fit, or None."""
+    strides = []
+    running = 1
+    for e in reversed(shape):
+        if type(e) is not int or e < 1:
+            return None
+        strides.append(running)
+        running *= e
+    if running > _INT64_MAX // itemsize:
+        return None
+    strides.reverse()
+    return tuple(strides)
+
+
+def _plain_ordered_strides(shape, order, itemsize):
+    """Dense strides with the axes ``order`` (slowest first), as ``_plain_c_strides``."""
+    strides = [0] * len(shape)
+    running = 1
+    for axis in reversed(order):
+        e = shape[axis]
+        if type(e) is not int or e < 1:
+            return None
+        strides[axis] = running
+        running *= e
+    if running > _INT64_MAX // itemsize:
+        return None
+    return tuple(strides)
+
+
+def _plain_f_strides(shape, itemsize):
+    """Fortran-order dense strides, as ``_plain_c_strides``."""
+    strides = []
+    running = 1
+    for e in shape:
+        if type(e) is not int or e < 1:
+            return None
+        strides.append(running)
+        running *= e
+    if running > _INT64_MAX // itemsize:
+        return None
+    return tuple(strides)
+
+
+def _constructed(cls, shape, strides, itemsize, divide_strides):
+    """The constructor's full checks: any argument types, every error named."""
+    if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+        shape = _as_ints(shape, "shape")
+    ndim = len(shape)
+    if ndim > MAX_NDIM:
+        _check_ndim(ndim, "shape")
+    _check_extents(shape, "shape")
+    if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
+        itemsize = _check_itemsize(itemsize)
+    if strides is None:
+        strides = _dense_strides(shape, _IOTA[ndim], itemsize, "shape")
+    else:
+        if type(strides) is not tuple or not _ONLY_INT.issuperset(map(type, strides)):
+            strides = _as_ints(strides, "strides")
+        if len(strides) != ndim:
+            raise ValueError(
+                f"strides {_describe(strides)} has {len(strides)} entries but shape "
+                f"{shape} has {ndim}"
+            )
+        if divide_strides:
+            strides = _divided(strides, itemsize)
+        if strides and (min(strides) <= -_INT64_MAX - 1 or max(strides) > _INT64_MAX):
+            for i, s in enumerate(strides):
+                if not -_INT64_MAX <= s <= _INT64_MAX:
+                    raise OverflowError(f"strides[{i}] = {s} does not fit in int64")
+    if 0 in shape:
+        return _new(shape, (0,) * ndim, itemsize, 0, cls)
+    reason, volume, low, high = _fits(shape, strides, itemsize, 0)
+    if reason is not None:
+        raise OverflowError(
+            f"StridedLayout(shape={shape}, strides={strides}, itemsize={itemsize}): {reason}"
+        )
+    self = _new(shape, strides, itemsize, 0, cls)
+    self._volume = volume
+    self._bounds = (low, high)
+    return self
+
+
 def _validated(shape, strides, itemsize, offset, what):
     """A layout from int tuples of the right lengths; OverflowError naming ``what``."""
     if not 0 < itemsize < _ITEMSIZE_LIMIT:
@@ -223,13 +340,20 @@ def _validated(shape, strides, itemsize, offset, what):
     return self
 
 
-def _new(shape, strides, itemsize, offset):
-    """A layout from values that are already valid (the one place that fills the slots)."""
-    self = _new_instance(StridedLayout)
+def _new(shape, strides, itemsize, offset, cls=None):
+    """A layout from values that are already valid (the one place that fills the slots).
+
+    Derived values start as None (computed on first use): reading a slot that was never
+    set would raise, and catching that costs ten times a None test.
+    """
+    self = _new_instance(cls or StridedLayout)
     self._shape = shape
     self._strides = strides
     self._itemsize = itemsize
     self._offset = offset
+    self._packed = self._volume = self._bounds = self._order = None
+    self._is_c = self._is_f = self._is_any = self._unique = None
+    self._mask = self._strides_in_bytes = self._hash = None
     return self
 
 
@@ -293,47 +417,24 @@ class StridedLayout:
     def __new__(cls, shape, strides, itemsize, divide_strides=False):
         # the constructor is __new__ (as for tuple): no instance exists before its values
         # are valid, and pickle's NEWOBJ cannot make one without them
-        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
-            shape = _as_ints(shape, "shape")
-        ndim = len(shape)
-        if ndim > MAX_NDIM:
-            _check_ndim(ndim, "shape")
-        _check_extents(shape, "shape")
-        if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
-            itemsize = _check_itemsize(itemsize)
-        if strides is None:
-            strides = _dense_strides(shape, _IOTA[ndim], itemsize, "shape")
-        else:
-            if type(strides) is not tuple or not _ONLY_INT.issuperset(map(type, strides)):
-                strides = _as_ints(strides, "strides")
-            if len(strides) != ndim:
-                raise ValueError(
-                    f"strides {_describe(strides)} has {len(strides)} entries but shape "
-                    f"{shape} has {ndim}"
-                )
-            if divide_strides:
-                strides = _divided(strides, itemsize)
-            if strides and (min(strides) <= -_INT64_MAX - 1 or max(strides) > _INT64_MAX):
-                for i, s in enumerate(strides):
-                    if not -_INT64_MAX <= s <= _INT64_MAX:
-                        raise OverflowError(f"strides[{i}] = {s} does not fit in int64")
-        self = _new_instance(cls)
-        if 0 in shape:
-            strides = (0,) * ndim
-        else:
-            reason, volume, low, high = _fits(shape, strides, itemsize, 0)
-            if reason is not None:
-                raise OverflowError(
-                    f"StridedLayout(shape={shape}, strides={strides}, itemsize={itemsize}): "
-                    f"{reason}"
-                )
-            self._volume = volume
-            self._bounds = (low, high)
-        self._shape = shape
-        self._strides = strides
-        self._itemsize = itemsize
-        self._offset = 0
-        return self
+        if (
+            type(shape) is tuple
+            and type(itemsize) is int
+            and 0 < itemsize < _ITEMSIZE_LIMIT
+            and len(shape) <= MAX_NDIM
+            and not divide_strides
+        ):  # the common case in one pass; anything unusual takes the full checks below
+            if strides is None:
+                strides = _plain_c_strides(shape, itemsize)
+                fits = None if strides is None else ()
+            else:
+                fits = _plain_bounds(shape, strides, itemsize)
+            if fits is not None:
+                self = _new(shape, strides, itemsize, 0, cls)
+                if fits:
+                    self._volume, self._bounds = fits
+                return self
+        return _constructed(cls, shape, strides, itemsize, divide_strides)
 
     @classmethod
     def _trusted(cls, shape, strides, itemsize, slice_offset=0):
@@ -350,11 +451,10 @@ class StridedLayout:
 
     def _lay(self):
         """``shape + strides`` as one int64 ``array('q')`` (for kernels and compiled code)."""
-        try:
-            return self._packed
-        except AttributeError:
+        packed = self._packed
+        if packed is None:
             packed = self._packed = array("q", self._shape + self._strides)
-            return packed
+        return packed
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -376,18 +476,38 @@ class StridedLayout:
         >>> StridedLayout.dense((2, 0, 4), 8).strides  # zero volume: all strides 0
         (0, 0, 0)
         """
-        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
-            shape = _as_ints(shape, "shape")
-        ndim = len(shape)
-        if ndim > MAX_NDIM:
-            _check_ndim(ndim, "shape")
-        if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
-            itemsize = _check_itemsize(itemsize)
-        if type(stride_order) is str and stride_order == "C":
-            order = _IOTA[ndim]
-        else:
+        strides = None
+        if (
+            type(shape) is tuple
+            and type(itemsize) is int
+            and 0 < itemsize < _ITEMSIZE_LIMIT
+            and type(stride_order) is str
+            and len(shape) <= MAX_NDIM
+        ):  # the common case in one pass (None: the full checks below decide)
+            if stride_order == "C":
+                strides = _plain_c_strides(shape, itemsize)
+            elif stride_order == "F":
+                strides = _plain_f_strides(shape, itemsize)
+        elif (
+            type(shape) is tuple
+            and type(itemsize) is int
+            and 0 < itemsize < _ITEMSIZE_LIMIT
+            and type(stride_order) is tuple
+            and len(stride_order) == len(shape)
+            and _ONLY_INT.issuperset(map(type, stride_order))
+            and sorted(stride_order) == _IOTA_LIST[len(shape)]
+        ):  # a permutation of plain axes: the strides in that order, in one pass
+            strides = _plain_ordered_strides(shape, stride_order, itemsize)
+        if strides is None:
+            if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+                shape = _as_ints(shape, "shape")
+            ndim = len(shape)
+            if ndim > MAX_NDIM:
+                _check_ndim(ndim, "shape")
+            if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
+                itemsize = _check_itemsize(itemsize)
             order = _parse_stride_order(stride_order, ndim, allow_k=False)
-        strides = _dense_strides(shape, order, itemsize, "shape")
+            strides = _dense_strides(shape, order, itemsize, "shape")
         if cls is not StridedLayout:
             return cls(shape, strides, itemsize)
         return _new(shape, strides, itemsize, 0)
@@ -421,15 +541,24 @@ class StridedLayout:
                 same = other._offset == 0 and _get_is_f(other)
             else:
                 same = False
+        itemsize = other._itemsize
         if same:
             if type(other) is cls:
                 return other
             strides = other._strides
+        elif order is _IOTA[ndim]:
+            strides = _plain_c_strides(shape, itemsize) or _dense_strides(
+                shape, order, itemsize, "shape"
+            )
+        elif order is _REVERSED[ndim]:
+            strides = _plain_f_strides(shape, itemsize) or _dense_strides(
+                shape, order, itemsize, "shape"
+            )
         else:
-            strides = _dense_strides(shape, order, other._itemsize, "shape")
+            strides = _dense_strides(shape, order, itemsize, "shape")
         if cls is not StridedLayout:
-            return cls(shape, strides, other._itemsize)
-        return _new(shape, strides, other._itemsize, 0)
+            return cls(shape, strides, itemsize)
+        return _new(shape, strides, itemsize, 0)
 
     def to_dense(self, stride_order="K"):
         """``StridedLayout.dense_like(self, stride_order)``.
@@ -464,12 +593,11 @@ class StridedLayout:
     @property
     def strides_in_bytes(self):
         """Strides in bytes."""
-        try:
-            return self._strides_in_bytes
-        except AttributeError:
+        value = self._strides_in_bytes
+        if value is None:
             size = self._itemsize
             value = self._strides_in_bytes = tuple([s * size for s in self._strides])
-            return value
+        return value
 
     @property
     def slice_offset_in_bytes(self):
@@ -480,11 +608,10 @@ class StridedLayout:
     @property
     def volume(self):
         """Number of elements (the product of the extents; 1 for 0-d)."""
-        try:
-            return self._volume
-        except AttributeError:
+        volume = self._volume
+        if volume is None:
             volume = self._volume = _prod(self._shape)
-            return volume
+        return volume
 
     @property
     def offset_bounds(self):
@@ -495,11 +622,10 @@ class StridedLayout:
         >>> StridedLayout((3, 4), (-4, 1), 2).offset_bounds
         (-8, 3)
         """
-        try:
-            return self._bounds
-        except AttributeError:
+        bounds = self._bounds
+        if bounds is None:
             bounds = self._bounds = _offset_bounds(self._shape, self._strides, self._offset)
-            return bounds
+        return bounds
 
     @property
     def min_offset(self):
@@ -514,33 +640,32 @@ class StridedLayout:
     @property
     def is_contiguous_c(self):
         """Whether the elements are contiguous in C order (extent-1 axes may have any stride)."""
-        try:
-            return self._is_c
-        except AttributeError:
-            value = self._is_c = _is_contiguous(self._shape, self._strides, _REVERSED_RANGE)
-            return value
+        value = self._is_c
+        if value is None:
+            shape = self._shape
+            value = self._is_c = _is_contiguous(
+                shape, self._strides, range(len(shape) - 1, -1, -1)
+            )
+        return value
 
     @property
     def is_contiguous_f(self):
         """Whether the elements are contiguous in Fortran order."""
-        try:
-            return self._is_f
-        except AttributeError:
-            value = self._is_f = _is_contiguous(self._shape, self._strides, range)
-            return value
+        value = self._is_f
+        if value is None:
+            shape = self._shape
+            value = self._is_f = _is_contiguous(shape, self._strides, range(len(shape)))
+        return value
 
     @property
     def is_contiguous_any(self):
         """Whether the elements are contiguous in some axis order (see ``stride_order``)."""
-        try:
-            return self._is_any
-        except AttributeError:
+        value = self._is_any
+        if value is None:
             shape, strides = self._shape, self._strides
             order = _get_order(self)
-            value = self._is_any = _is_contiguous(
-                shape, strides, lambda n: reversed(order)
-            )
-            return value
+            value = self._is_any = _is_contiguous(shape, strides, reversed(order))
+        return value
 
     @property
     def is_dense(self):
@@ -558,16 +683,15 @@ class StridedLayout:
         >>> StridedLayout.dense((2, 3, 4), 4, "F").stride_order
         (2, 1, 0)
         """
-        try:
-            return self._order
-        except AttributeError:
+        order = self._order
+        if order is None:
             shape, strides = self._shape, self._strides
             keys = list(zip(map(abs, strides), shape))
             order = self._order = tuple(
                 sorted(range(len(shape)), key=keys.__getitem__, reverse=True)
             )
             # ``reverse`` keeps equal keys in their original order: ties by axis index
-            return order
+        return order
 
     @property
     def is_unique(self):
@@ -588,11 +712,10 @@ class StridedLayout:
         >>> StridedLayout((2, 3, 2), (1, -2**62, 2**62 + 1), 1).is_unique  # (0,1,1) ~ (1,0,0)
         False
         """
-        try:
-            return self._unique
-        except AttributeError:
+        value = self._unique
+        if value is None:
             value = self._unique = _is_unique(self)
-            return value
+        return value
 
     def required_size_in_bytes(self):
         """Bytes an allocation needs to hold every element: ``(max_offset + 1) * itemsize``.
@@ -607,10 +730,7 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 4), 4)[1:, ::2].required_size_in_bytes()
         44
         """
-        try:
-            low, high = self._bounds
-        except AttributeError:
-            low, high = _get_bounds(self)
+        low, high = _get_bounds(self)
         if low < 0:
             raise ValueError(
                 f"layout {self!r} reaches offset {low} before its start: the size it "
@@ -629,11 +749,10 @@ class StridedLayout:
         >>> bin(StridedLayout.dense((2, 3, 4), 4)[:, :2].flattened_axis_mask())
         '0b100'
         """
-        try:
-            return self._mask
-        except AttributeError:
+        mask = self._mask
+        if mask is None:
             mask = self._mask = _merged(self._shape, self._strides, -1)[2]
-            return mask
+        return mask
 
     def offset_of(self, index):
         """Element offset of the multi-index ``index`` (one integer per axis).
@@ -673,9 +792,20 @@ class StridedLayout:
         >>> StridedLayout.dense((2, 3, 4), 4).permuted((2, 0, 1)).shape
         (4, 2, 3)
         """
-        shape = self._shape
+        shape, strides = self._shape, self._strides
         ndim = len(shape)
         order = axis_order
+        if type(order) is tuple and len(order) == ndim and ndim <= 8:
+            # few axes: check and take them in one loop (a bit per axis seen)
+            new_shape, new_strides, seen = [], [], 0
+            for a in order:
+                if type(a) is not int or not 0 <= a < ndim or seen >> a & 1:
+                    break
+                seen |= 1 << a
+                new_shape.append(shape[a])
+                new_strides.append(strides[a])
+            else:
+                return _new(tuple(new_shape), tuple(new_strides), self._itemsize, self._offset)
         if (
             type(order) is not tuple
             or len(order) != ndim
@@ -685,8 +815,8 @@ class StridedLayout:
             order = _normalize_permutation(axis_order, ndim, "axis_order")
         if ndim > 1:
             take = operator.itemgetter(*order)
-            return _new(take(shape), take(self._strides), self._itemsize, self._offset)
-        return _new(shape, self._strides, self._itemsize, self._offset)
+            return _new(take(shape), take(strides), self._itemsize, self._offset)
+        return _new(shape, strides, self._itemsize, self._offset)
 
     def squeezed(self):
         """The layout without its extent-1 axes.
@@ -699,14 +829,12 @@ class StridedLayout:
         shape = self._shape
         if 1 not in shape:
             return _new(shape, self._strides, self._itemsize, self._offset)
-        keep = [i for i, e in enumerate(shape) if e != 1]
-        strides = self._strides
-        return _new(
-            tuple([shape[i] for i in keep]),
-            tuple([strides[i] for i in keep]),
-            self._itemsize,
-            self._offset,
-        )
+        new_shape, new_strides = [], []
+        for e, s in zip(shape, self._strides):
+            if e != 1:
+                new_shape.append(e)
+                new_strides.append(s)
+        return _new(tuple(new_shape), tuple(new_strides), self._itemsize, self._offset)
 
     def unsqueezed(self, axis):
         """The layout with extent-1 axes inserted at ``axis`` (an int or a sequence).
@@ -768,12 +896,14 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 1), 4).broadcast_to((2, 3, 5)).strides
         (0, 1, 0)
         """
-        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
-            shape = _as_ints(shape, "shape")
+        volume = _plain_volume(shape) if type(shape) is tuple else None
+        if volume is None or len(shape) > MAX_NDIM:  # not plain: the full checks
+            if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+                shape = _as_ints(shape, "shape")
+            if len(shape) > MAX_NDIM:
+                _check_ndim(len(shape), "shape")
+            volume = _check_extents(shape, "shape")
         m = len(shape)
-        if m > MAX_NDIM:
-            _check_ndim(m, "shape")
-        volume = _check_extents(shape, "shape")
         old_shape, old_strides = self._shape, self._strides
         n = len(old_shape)
         if m < n:
@@ -819,26 +949,25 @@ class StridedLayout:
         >>> StridedLayout.dense((5, 3, 4), 4).permuted((2, 0, 1)).reshaped((4, 15)).strides
         (1, 4)
         """
-        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
-            shape = _as_ints(shape, "shape")
-        m = len(shape)
-        if m > MAX_NDIM:
-            _check_ndim(m, "shape")
         volume = _get_volume(self)
-        if shape and (min(shape) < 0 or max(shape) > _INT64_MAX or _prod(shape) != volume):
+        if type(shape) is not tuple or len(shape) > MAX_NDIM or _plain_volume(shape) != volume:
+            # not plain (or a -1, a zero, a mismatch): the full checks, which name the error
+            if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+                shape = _as_ints(shape, "shape")
+            if len(shape) > MAX_NDIM:
+                _check_ndim(len(shape), "shape")
             shape = _infer_extent(shape, volume)
-        elif not shape and volume != 1:
-            _infer_extent(shape, volume)  # raises: a volume mismatch
         if volume == 0:
-            return _new(shape, (0,) * m, self._itemsize, 0)
-        limit = _INT64_MAX // self._itemsize
-        strides = _reshaped_strides(self._shape, self._strides, shape, limit)
+            return _new(shape, (0,) * len(shape), self._itemsize, 0)
+        strides = _reshaped_strides(
+            self._shape, self._strides, shape, _INT64_MAX // self._itemsize
+        )
         if strides is None:
             raise ValueError(
                 f"cannot reshape {self!r} to shape {shape}: the strides are "
                 "incompatible (a copy would be needed)"
             )
-        if m and (max(strides) > limit or min(strides) < -limit):
+        if strides is _BEYOND_INT64:
             raise OverflowError(
                 f"reshaping {self!r} to shape {shape}: its byte strides do not fit in int64"
             )
@@ -945,6 +1074,12 @@ class StridedLayout:
         else:
             k = old // new_itemsize
             new_shape[ax] = shape[ax] * k
+            # byte strides and byte offsets keep their values; only the count can grow
+            if new_shape[ax] > _INT64_MAX or _get_volume(self) * k > _INT64_MAX:
+                raise OverflowError(
+                    f"repacking {self!r} to itemsize {new_itemsize}: its volume does not "
+                    "fit in int64"
+                )
             if not empty:
                 offset *= k
                 for i in range(n):
@@ -952,13 +1087,9 @@ class StridedLayout:
                         new_strides[i] *= k
         if not keep_dim and new_shape[ax] == 1:
             del new_shape[ax], new_strides[ax]
-        return _validated(
-            tuple(new_shape),
-            tuple(new_strides),
-            new_itemsize,
-            offset,
-            lambda: f"repacking {self!r} to itemsize {new_itemsize}",
-        )
+        if empty:
+            return _new(tuple(new_shape), (0,) * len(new_shape), new_itemsize, 0)
+        return _new(tuple(new_shape), tuple(new_strides), new_itemsize, offset)
 
     def _repack_error(self, new_itemsize, axis, reason):
         return ValueError(
@@ -1053,11 +1184,19 @@ class StridedLayout:
             e = shape[axis]
             s = strides[axis]
             if type(item) is slice:
+                if item.start is None and item.stop is None and item.step is None:
+                    new_shape.append(e)  # ":" keeps the axis
+                    new_strides.append(s)
+                    axis += 1
+                    continue
                 try:
-                    start, _, step = indices = item.indices(e)
+                    start, stop, step = item.indices(e)
                 except Exception as exc:  # bounds that are not integers, or a step of 0
                     raise _slice_error(item, axis) from exc
-                length = len(range(*indices))
+                if step > 0:
+                    length = (stop - start + step - 1) // step if stop > start else 0
+                else:
+                    length = (start - stop - step - 1) // -step if start > stop else 0
                 if length == 0:
                     empty = True
                 offset += start * s
@@ -1109,12 +1248,11 @@ class StridedLayout:
         return 1 in self._shape and _used_strides(self) == _used_strides(other)
 
     def __hash__(self):
-        try:
-            return self._hash
-        except AttributeError:
+        value = self._hash
+        if value is None:
             strides = _used_strides(self) if 1 in self._shape else self._strides
             value = self._hash = hash((self._shape, strides, self._itemsize, self._offset))
-            return value
+        return value
 
     def __reduce__(self):
         # unpickling runs the full validation in _rebuild (a pickle can come from anywhere)
@@ -1170,7 +1308,6 @@ _get_order = StridedLayout.stride_order.fget
 _get_is_c = StridedLayout.is_contiguous_c.fget
 _get_is_f = StridedLayout.is_contiguous_f.fget
 _get_is_any = StridedLayout.is_contiguous_any.fget
-_REVERSED_RANGE = lambda n: range(n - 1, -1, -1)  # noqa: E731  (axes from the fastest, C order)
 
 
 def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout):
@@ -1192,12 +1329,7 @@ def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout):
 
 def _copy(layout, cls=StridedLayout):
     """An instance of ``cls`` with the values of ``layout`` (already valid)."""
-    result = _new_instance(cls)
-    result._shape = layout._shape
-    result._strides = layout._strides
-    result._itemsize = layout._itemsize
-    result._offset = layout._offset
-    return result
+    return _new(layout._shape, layout._strides, layout._itemsize, layout._offset, cls)
 
 
 def _used_strides(layout):
@@ -1257,12 +1389,12 @@ def _offset_bounds(shape, strides, offset):
 
 
 def _is_contiguous(shape, strides, fastest_first):
-    """Whether the axes in the order ``fastest_first(ndim)`` step through the elements one
+    """Whether the axes, taken in the order ``fastest_first``, step through the elements one
     by one (extent-1 axes skipped); a zero volume is contiguous."""
     if 0 in shape:
         return True
     expected = 1
-    for axis in fastest_first(len(shape)):
+    for axis in fastest_first:
         e = shape[axis]
         if e != 1:
             if strides[axis] != expected:
@@ -1302,6 +1434,20 @@ def _merged(shape, strides, mask):
     n = len(shape)
     if n == 0:
         return (1,), (1,), 0
+    if mask == -1 and 1 in shape and 0 not in shape:
+        # every merge allowed and extent-1 axes never block one: merge the others (many
+        # dimensions are mostly extent 1); the mask marks every extent-1 axis too
+        axes = [j for j, e in enumerate(shape) if e != 1]
+        if not axes:
+            return (1,), (strides[0],), (1 << n) - 2
+        sub_shape, sub_strides, sub_merges = _merged(
+            tuple([shape[j] for j in axes]), tuple([strides[j] for j in axes]), -1
+        )
+        merges = (1 << n) - 2  # axes 1..n-1 merge, but where two kept axes do not
+        for k in range(1, len(axes)):
+            if not sub_merges >> k & 1:
+                merges &= ~(1 << axes[k])
+        return sub_shape, sub_strides, merges
     out_shape = []
     out_strides = []
     merges = 0
@@ -1361,38 +1507,73 @@ def _infer_extent(shape, volume):
     return shape[:unknown] + (volume // known,) + shape[unknown + 1 :]
 
 
+_BEYOND_INT64 = object()  # _reshaped_strides: a stride the new shape needs does not fit
+
+
 def _reshaped_strides(shape, strides, new_shape, limit):
     """Strides for viewing a non-empty layout with ``new_shape`` (same volume), or None.
 
     NumPy's no-copy reshape: extent-1 axes are dropped, the remaining old axes and the new
-    axes are matched in groups of equal volume; each old group must be C-contiguous. A new
-    extent-1 axis takes the running stride of its group (extent times stride of the next
-    axis, or that stride where the product is beyond ``limit``), or the last stride after
-    every group.
+    axes are matched in groups of equal volume; each old group must be C-contiguous. Within
+    a group each new stride is the next one times the next extent; a new extent-1 axis
+    whose stride would be beyond ``limit`` (in elements) takes the next stride instead (it
+    is never used), any other returns ``_BEYOND_INT64``. New extent-1 axes after every
+    group take the last stride.
     """
-    old = [(e, s) for e, s in zip(shape, strides) if e != 1]
+    innermost = 1  # the common case first: the non-unit axes form one C-contiguous group
+    expected = None
+    for e, s in zip(reversed(shape), reversed(strides)):
+        if e != 1:
+            if expected is None:
+                innermost = s
+            elif s != expected:
+                break
+            expected = s * e
+    else:  # one group: C strides of the new shape, in units of the innermost stride
+        result = []
+        running = innermost
+        for e in reversed(new_shape):
+            if -limit <= running <= limit:
+                result.append(running)
+            elif e == 1:
+                result.append(result[-1])
+            else:
+                return _BEYOND_INT64
+            running *= e
+        result.reverse()
+        return tuple(result)
+    old_shape, old_strides = [], []
+    for e, s in zip(shape, strides):
+        if e != 1:
+            old_shape.append(e)
+            old_strides.append(s)
     m = len(new_shape)
+    k = len(old_shape)
     result = [0] * m
-    k = len(old)
     oi = ni = 0
     while ni < m and oi < k:
         nj, oj = ni + 1, oi + 1
         new_volume = new_shape[ni]
-        old_volume = old[oi][0]
+        old_volume = old_shape[oi]
         while new_volume != old_volume:
             if new_volume < old_volume:
                 new_volume *= new_shape[nj]
                 nj += 1
             else:
-                old_volume *= old[oj][0]
+                old_volume *= old_shape[oj]
                 oj += 1
         for ok in range(oi, oj - 1):
-            if old[ok][1] != old[ok + 1][0] * old[ok + 1][1]:
+            if old_strides[ok] != old_shape[ok + 1] * old_strides[ok + 1]:
                 return None
-        result[nj - 1] = old[oj - 1][1]
+        running = result[nj - 1] = old_strides[oj - 1]
         for nk in range(nj - 1, ni, -1):
-            step = result[nk] * new_shape[nk]
-            result[nk - 1] = step if -limit <= step <= limit else result[nk]
+            running *= new_shape[nk]  # Python ints: the true stride, whatever it is
+            if -limit <= running <= limit:
+                result[nk - 1] = running
+            elif new_shape[nk - 1] == 1:
+                result[nk - 1] = result[nk]
+            else:
+                return _BEYOND_INT64
         ni, oi = nj, oj
     last = result[ni - 1] if ni else 1
     for nk in range(ni, m):

@@ -147,6 +147,7 @@ def test_6_extent_one_axes_never_block_a_merge():
 def test_6_flattened_axis_mask_agrees_with_flattened(layout):
     mask = layout.flattened_axis_mask()
     assert layout.flattened(mask=mask) == layout.flattened()
+    assert layout.flattened(mask=2**64 - 1) == layout.flattened()  # every merge allowed
     if layout.ndim:
         # every set bit is one merge
         assert layout.ndim - bin(mask).count("1") == layout.flattened().ndim
