@@ -670,7 +670,10 @@ class StridedLayout:
     @property
     def is_dense(self):
         """Contiguous in some axis order, starting at offset 0."""
-        return self._offset == 0 and _get_is_any(self)
+        if self._offset:
+            return False
+        value = self._is_any
+        return _get_is_any(self) if value is None else value
 
     @property
     def stride_order(self):
@@ -730,7 +733,8 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 4), 4)[1:, ::2].required_size_in_bytes()
         44
         """
-        low, high = _get_bounds(self)
+        bounds = self._bounds
+        low, high = _get_bounds(self) if bounds is None else bounds
         if low < 0:
             raise ValueError(
                 f"layout {self!r} reaches offset {low} before its start: the size it "
