@@ -1232,8 +1232,7 @@ class StridedLayout:
             return _new(tuple(new_shape), (0,) * m, self._itemsize, 0)
         return _new(tuple(new_shape), tuple(new_strides), self._itemsize, offset)
 
-    def __getitem__(self, slices):
-        return self.sliced(slices)
+    __getitem__ = sliced
 
     # ---------------------------------------------------------------- identity
     def __eq__(self, other):
