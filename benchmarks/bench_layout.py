@@ -2,7 +2,10 @@
 
 Prints four tables:
 
-1. Repeated arguments: median ns per call on fixed 3-d layouts, passing the same
+Times are the best of ``REPEAT`` runs (the machine is shared: the least disturbed run of
+each library is the fairest comparison).
+
+1. Repeated arguments: ns per call on fixed 3-d layouts, passing the same
    argument objects every call (what a loop with literal tuples does).
 2. Fresh arguments, random layouts: every call gets a new layout and new argument objects
    built from lists (``layout.reshaped(tuple(shape))``, what code that computes its shapes
@@ -42,10 +45,10 @@ REPEAT = 3 if QUICK else 7
 POOL = 300 if QUICK else 1000
 
 
-def median_ns(fn, number=2000):
-    """Median over ``REPEAT`` runs of the mean time of ``number`` calls, in ns."""
-    runs = timeit.repeat(fn, number=number // (4 if QUICK else 1), repeat=REPEAT)
-    return statistics.median(runs) / (number // (4 if QUICK else 1)) * 1e9
+def best_ns(fn, number=2000):
+    """Best of ``REPEAT`` runs of the mean time of ``number`` calls, in ns."""
+    number //= 4 if QUICK else 1
+    return min(timeit.repeat(fn, number=number, repeat=REPEAT)) / number * 1e9
 
 
 # ------------------------------------------------------------------------- table 1
@@ -101,13 +104,13 @@ def _ref(make):
 
 
 def print_repeated_table():
-    print("## 1. Repeated arguments: median ns per call (3-d layouts, the same argument objects)")
+    print("## 1. Repeated arguments: ns per call (3-d layouts, the same argument objects)")
     print(f"{'operation':<30}{'layoutkit':>10}{'cuda.core':>11}{'numpy':>9}{'ratio':>8}")
     ratios = []
     for name, ours, ref, numpy_op in repeated_rows():
-        ours_ns = median_ns(ours)
-        ref_ns = median_ns(ref) if ref and ReferenceLayout else None
-        numpy_ns = median_ns(numpy_op) if numpy_op else None
+        ours_ns = best_ns(ours)
+        ref_ns = best_ns(ref) if ref and ReferenceLayout else None
+        numpy_ns = best_ns(numpy_op) if numpy_op else None
         ratio = ours_ns / ref_ns if ref_ns else None
         if ratio:
             ratios.append(ratio)
@@ -217,7 +220,7 @@ FRESH_OPS = {
 
 
 def fresh_ns(call, lib, cases, needs, side):
-    """Median over ``REPEAT`` passes of the mean ns per call; new layouts every pass."""
+    """Best of ``REPEAT`` passes of the mean ns per call; new layouts every pass."""
     runs = []
     for _ in range(REPEAT):
         if needs is None:
@@ -230,14 +233,14 @@ def fresh_ns(call, lib, cases, needs, side):
         for layout, c in work:
             call(lib, layout, c)
         runs.append((time.perf_counter_ns() - start) / len(work))
-    return statistics.median(runs)
+    return min(runs)
 
 
 def print_fresh_table():
     if ReferenceLayout is None:
         print("\n(cuda.core is not installed: no fresh-argument table)")
         return
-    print("\n## 2. Fresh arguments, random layouts: median ns per call (a new layout and new")
+    print("\n## 2. Fresh arguments, random layouts: ns per call (a new layout and new")
     print("##    argument tuples every call; properties read once from new layouts)")
     groups = {"1-4 dims": (1, 4), "16 dims": (16, 16), "64 dims": (64, 64)}
     rng = random.Random(2026)
