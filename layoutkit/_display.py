@@ -132,6 +132,9 @@ def view_html(view):
 
 
 def _drawable(shape):
+    """Whether a picture of ``shape`` stays within the limits (an empty one always does)."""
+    if 0 in shape:
+        return True
     if len(shape) <= 1:
         return math.prod(shape) <= MAX_CELLS and all(n <= MAX_GRID_SIDE for n in shape)
     rows, cols = shape[-2:]
@@ -188,10 +191,11 @@ def _svg(layout, summary):
     shape = tuple(layout.shape)
     strides = tuple(layout.strides)
     rows, cols = _grid_shape(shape)
-    leading = list(itertools.product(*(range(n) for n in shape[:-2])))
-    if 0 in shape:  # nothing to draw: one empty grid with a note
-        rows, cols, leading = 0, 0, [()]
-    indices = [] if 0 in shape else list(itertools.product(*(range(n) for n in shape)))
+    if 0 in shape:  # nothing to draw (whatever the other extents): one empty grid, a note
+        rows, cols, leading, indices = 0, 0, [()], []
+    else:  # _drawable: at most MAX_CELLS indices
+        leading = list(itertools.product(*(range(n) for n in shape[:-2])))
+        indices = list(itertools.product(*(range(n) for n in shape)))
     offsets = {index: _offset(layout, index) for index in indices}
     counts = {}
     for offset in offsets.values():
@@ -366,6 +370,9 @@ def _summary_lines(layout):
 
 
 def _offsets_unique(layout):
+    """Whether no two indices share an offset (``layout`` is drawable: few indices)."""
+    if 0 in layout.shape:
+        return True
     indices = itertools.product(*(range(n) for n in layout.shape))
     offsets = [_offset(layout, index) for index in indices]
     return len(set(offsets)) == len(offsets)

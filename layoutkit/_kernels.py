@@ -1,8 +1,10 @@
 """Integer kernels of the layout algebra, compiled with Numba.
 
 Every function here is ``@njit(cache=True)`` over int64 values and allocates nothing, so
-the same code compiles for the CPU (called from :mod:`layoutkit.layout`, from users'
-``@njit`` code) and for CUDA devices (inside ``@cuda.jit`` kernels).
+the same code compiles for the CPU (users' ``@njit`` code, the copy planner) and for
+CUDA devices (inside ``@cuda.jit`` kernels). Python's :class:`layoutkit.StridedLayout`
+computes the same results in plain Python (faster there than a call into compiled code);
+``tests/test_layout_kernels.py`` checks that both agree on random layouts.
 
 Conventions
 -----------
@@ -13,7 +15,8 @@ Conventions
   (``out[0:cap]`` shape, ``out[cap:2*cap]`` strides).
 * Inputs have been validated by the caller: kernels do not bounds-check and never raise.
   Kernels that can fail return a status code; 0 means success.
-* Overflow is checked explicitly (Numba integers wrap silently).
+* Overflow is checked explicitly (Numba integers wrap silently): no kernel wraps around,
+  whatever its (validated) layout holds; a result that would not fit is a status code.
 """
 
 from numba import njit
@@ -21,26 +24,13 @@ from numba import njit
 INT64_MAX = 9223372036854775807
 INT64_MIN = -9223372036854775808
 
-# status codes returned by kernels (translated to exceptions by layoutkit.layout)
+ITEMSIZE_LIMIT = 2**31  # itemsizes are below this (a C int, as in the reference)
+
+# status codes returned by kernels (compiled callers raise their exceptions)
 OK = 0
 OVERFLOW_VOLUME = 1
 OVERFLOW_OFFSET = 2
-OVERFLOW_BYTES = 3
 INCOMPATIBLE = 4
-
-# bits of the ``flags`` word computed by analyze()
-FLAG_C = 1
-FLAG_F = 2
-FLAG_ANY = 4
-FLAG_UNIQUE = 8
-
-# layout of the ``info`` buffer filled by analyze()
-INFO_VOLUME = 0
-INFO_MIN = 1
-INFO_MAX = 2
-INFO_FLAGS = 3
-INFO_MASK = 4
-INFO_ORDER = 5  # stride order occupies info[5:5+n]
 
 
 @njit(cache=True)
@@ -121,7 +111,11 @@ def can_merge(group_extent, group_stride, extent, stride):
 
 @njit(cache=True)
 def merge_mask(lay, n):
-    """Bit ``j`` (1 <= j < n) is set when axis ``j`` merges into the group ending at ``j-1``."""
+    """Bit ``j`` (1 <= j < n) is set when axis ``j`` merges into the group ending at ``j-1``.
+
+    A merged extent must fit in int64: only a zero-volume layout (all strides 0) has
+    groups whose extents multiply beyond it, and those stay apart.
+    """
     mask = 0
     if n == 0:
         return mask
@@ -130,11 +124,11 @@ def merge_mask(lay, n):
     for j in range(1, n):
         e = lay[j]
         s = lay[n + j]
-        if can_merge(ge, gs, e, s):
+        if can_merge(ge, gs, e, s) and mul_fits(ge, e):
             mask |= 1 << j
             if e != 1:
                 gs = s
-            ge = ge * e if ge != 0 and e != 0 else 0
+            ge *= e
         else:
             ge = e
             gs = s
@@ -202,98 +196,12 @@ def is_unique_nested(lay, n, order, base):
         s = abs(lay[n + ax])
         if s <= reach:
             return False
-        reach += s * (e - 1)
-    return True
-
-
-@njit(cache=True)
-def analyze(lay, n, itemsize, offset, info):
-    """Fill ``info`` with every derived property and check that all numbers fit in int64.
-
-    ``info`` receives volume, min offset, max offset, flags, merge mask and the stride
-    order (see the ``INFO_*`` constants). Returns a status code: ``OVERFLOW_VOLUME``,
-    ``OVERFLOW_OFFSET`` (element offsets) or ``OVERFLOW_BYTES`` (byte strides or byte
-    offsets) when a number does not fit; nothing overflows for a zero volume.
-    """
-    vol = volume_of(lay, n)
-    if vol < 0:
-        return OVERFLOW_VOLUME
-    info[INFO_VOLUME] = vol
-    stride_order(lay, n, info, INFO_ORDER)
-    if vol == 0:
-        info[INFO_MIN] = 0
-        info[INFO_MAX] = -1
-        info[INFO_FLAGS] = FLAG_C | FLAG_F | FLAG_ANY | FLAG_UNIQUE
-        info[INFO_MASK] = merge_mask(lay, n)
-        return OK
-    lo = offset
-    hi = offset
-    for i in range(n):
-        s = lay[n + i]
-        if not mul_fits(s, itemsize):
-            return OVERFLOW_BYTES
-        if not mul_fits(s, lay[i] - 1):
-            return OVERFLOW_OFFSET
-        span = s * (lay[i] - 1)
-        if span < 0:
-            if not add_fits(lo, span):
-                return OVERFLOW_OFFSET
-            lo += span
+        # beyond int64 no later (int64) stride can step over the reach: saturate, never wrap
+        if mul_fits(s, e - 1) and add_fits(reach, s * (e - 1)):
+            reach += s * (e - 1)
         else:
-            if not add_fits(hi, span):
-                return OVERFLOW_OFFSET
-            hi += span
-    # the end of the last element, (hi + 1) * itemsize, is the required size in bytes
-    if not mul_fits(lo, itemsize) or not add_fits(hi, 1) or not mul_fits(hi + 1, itemsize):
-        return OVERFLOW_BYTES
-    info[INFO_MIN] = lo
-    info[INFO_MAX] = hi
-    flags = 0
-    if is_contiguous_c(lay, n):
-        flags |= FLAG_C
-    if is_contiguous_f(lay, n):
-        flags |= FLAG_F
-    if is_contiguous_along(lay, n, info, INFO_ORDER):
-        flags |= FLAG_ANY
-    if is_unique_nested(lay, n, info, INFO_ORDER):
-        flags |= FLAG_UNIQUE
-    info[INFO_FLAGS] = flags
-    info[INFO_MASK] = merge_mask(lay, n)
-    return OK
-
-
-@njit(cache=True)
-def offsets_are_distinct(lay, n, offset, volume, scratch):
-    """Exact uniqueness test by enumeration (CPU only: it sorts ``scratch`` with NumPy).
-
-    ``scratch`` is an int64 NumPy array of ``volume`` slots.
-    """
-    c_offsets(lay, n, offset, scratch)
-    scratch.sort()
-    return not (scratch[1:] == scratch[:-1]).any()
-
-
-@njit(cache=True)
-def c_offsets(lay, n, offset, out):
-    """Write the element offset of every index, in C (row-major) index order, to ``out``."""
-    vol = volume_of(lay, n)
-    for lin in range(vol):
-        rem = lin
-        cur = offset
-        for ax in range(n - 1, -1, -1):
-            e = lay[ax]
-            cur += (rem % e) * lay[n + ax]
-            rem //= e
-        out[lin] = cur
-
-
-@njit(cache=True)
-def offset_of(lay, n, offset, index):
-    """Element offset of the multi-index ``index[0:n]``."""
-    off = offset
-    for i in range(n):
-        off += index[i] * lay[n + i]
-    return off
+            reach = INT64_MAX
+    return True
 
 
 @njit(cache=True)
@@ -316,46 +224,18 @@ def dense_strides(shape, n, order, out, base):
 
 
 @njit(cache=True)
-def flatten(lay, n, mask, out, cap):
-    """Merge runs of axes allowed by ``mask`` (bit j: axis j may join axis j-1).
-
-    Writes the merged layout to ``out`` and returns its number of dimensions. A 0-d
-    layout flattens to shape (1,), strides (1,).
-    """
-    if n == 0:
-        out[0] = 1
-        out[cap] = 1
-        return 1
-    m = 0
-    ge = lay[0]
-    gs = lay[n]
-    for j in range(1, n):
-        e = lay[j]
-        s = lay[n + j]
-        if (mask >> j) & 1 and can_merge(ge, gs, e, s):
-            if e != 1:
-                gs = s
-            ge = ge * e if ge != 0 and e != 0 else 0
-        else:
-            out[m] = ge
-            out[cap + m] = gs
-            m += 1
-            ge = e
-            gs = s
-    out[m] = ge
-    out[cap + m] = gs
-    return m + 1
-
-
-@njit(cache=True)
 def reshape(lay, n, new_shape, m, out, cap):
     """Strides for viewing a non-empty layout with ``new_shape[0:m]`` (same volume).
 
     NumPy's no-copy reshape: extent-1 axes are dropped, the remaining old axes and the new
-    axes are matched in groups of equal volume; each old group must be C-contiguous. New
-    extent-1 axes take the running stride of their group. Returns ``INCOMPATIBLE`` when a
-    group is not contiguous. ``out[0:cap]`` receives the new shape, ``out[cap:2*cap]`` the
-    strides; ``out[2*cap:2*cap+2*n]`` is scratch space for the old non-unit axes.
+    axes are matched in groups of equal volume; each old group must be C-contiguous. Within
+    a group each new stride is the next one times the next extent; a new extent-1 axis
+    whose stride would not fit in int64 takes the next stride instead (it is never used),
+    any other makes the status ``OVERFLOW_OFFSET``. Returns ``INCOMPATIBLE`` when a group
+    is not contiguous, or when the volumes differ after all (the walk never reads past
+    either shape). ``out[0:cap]`` receives the new shape,
+    ``out[cap:2*cap]`` the strides; ``out[2*cap:2*cap+2*n]`` is scratch space for the old
+    non-unit axes.
     """
     scratch = 2 * cap
     k = 0
@@ -375,9 +255,13 @@ def reshape(lay, n, new_shape, m, out, cap):
         op = out[scratch + oi]
         while np_ != op:
             if np_ < op:
+                if nj == m or not mul_fits(np_, new_shape[nj]):
+                    return INCOMPATIBLE
                 np_ *= new_shape[nj]
                 nj += 1
             else:
+                if oj == k or not mul_fits(op, out[scratch + oj]):
+                    return INCOMPATIBLE
                 op *= out[scratch + oj]
                 oj += 1
         for ok in range(oi, oj - 1):
@@ -385,9 +269,18 @@ def reshape(lay, n, new_shape, m, out, cap):
             nxt_s = out[scratch + n + ok + 1]
             if not mul_fits(nxt_e, nxt_s) or out[scratch + n + ok] != nxt_e * nxt_s:
                 return INCOMPATIBLE
-        out[cap + nj - 1] = out[scratch + n + oj - 1]
+        running = out[scratch + n + oj - 1]
+        out[cap + nj - 1] = running
+        beyond = False  # the true running stride no longer fits in int64
         for nk in range(nj - 1, ni, -1):
-            out[cap + nk - 1] = out[cap + nk] * new_shape[nk]
+            if not beyond and mul_fits(running, new_shape[nk]):
+                running *= new_shape[nk]
+                out[cap + nk - 1] = running
+            elif new_shape[nk - 1] == 1:  # never used: any stride serves an extent-1 axis
+                beyond = True
+                out[cap + nk - 1] = out[cap + nk]
+            else:
+                return OVERFLOW_OFFSET
         ni = nj
         nj += 1
         oi = oj
@@ -461,14 +354,6 @@ def slice_axis(extent, start, stop, step, has_start, has_stop):
     return s, length
 
 
-# kinds of index items for apply_index (4 int64 per item: kind, a, b, c)
-ITEM_INT = 0
-ITEM_SLICE = 1  # a = start, b = stop, c = step; bit flags in the kind word say which given
-ITEM_NEWAXIS = 2
-ITEM_HAS_START = 8
-ITEM_HAS_STOP = 16
-
-
 @njit(cache=True)
 def step_offset(offset, index, stride):
     """``offset + index * stride`` with an overflow check: returns (status, offset)."""
@@ -497,50 +382,6 @@ def slice_one(offset, extent, stride, start, stop, step, has_start, has_stop):
 
 
 @njit(cache=True)
-def apply_index(lay, n, offset, items, k, out, cap):
-    """Apply ``k`` basic-index items (ints, slices, new axes; Ellipsis already expanded).
-
-    ``items[4*i:4*i+4]`` is (kind, a, b, c). Integer indices were range-checked by the
-    caller. Writes the result layout to ``out`` and returns (status, ndim, offset); the
-    status is ``OVERFLOW_OFFSET`` when a stride times a step or the offset overflows.
-    """
-    m = 0
-    ax = 0
-    off = offset
-    for i in range(k):
-        kind = items[4 * i]
-        base = kind & 7
-        if base == ITEM_NEWAXIS:
-            out[m] = 1
-            out[cap + m] = 0  # NumPy's stride for a new axis
-            m += 1
-            continue
-        e = lay[ax]
-        s = lay[n + ax]
-        ax += 1
-        if base == ITEM_INT:
-            idx = items[4 * i + 1]
-            status, off = step_offset(off, idx + e if idx < 0 else idx, s)
-            if status:
-                return status, 0, 0
-            continue
-        status, off, length, stride = slice_one(
-            off, e, s, items[4 * i + 1], items[4 * i + 2], items[4 * i + 3],
-            (kind & ITEM_HAS_START) != 0, (kind & ITEM_HAS_STOP) != 0,
-        )
-        if status:
-            return status, 0, 0
-        out[m] = length
-        out[cap + m] = stride
-        m += 1
-    for j in range(ax, n):
-        out[m] = lay[j]
-        out[cap + m] = lay[n + j]
-        m += 1
-    return OK, m, off
-
-
-@njit(cache=True)
 def repack(lay, n, offset, itemsize, new_itemsize, axis, out, cap):
     """Reinterpret elements of ``itemsize`` bytes as elements of ``new_itemsize`` bytes.
 
@@ -549,7 +390,8 @@ def repack(lay, n, offset, itemsize, new_itemsize, axis, out, cap):
     every other stride (of an extent above 1) divisible by the ratio; unpacking needs ``itemsize % new_itemsize
     == 0``. Returns (status, new offset); the status is ``INCOMPATIBLE`` with a reason
     code in the offset slot: 1 stride not 1, 2 extent, 3 offset, 4 another stride
-    (its axis in ``out[0]``).
+    (its axis in ``out[0]``), or ``OVERFLOW_VOLUME`` when unpacking makes the extent or
+    the volume too large for int64 (strides and offsets keep their byte values, which fit).
     """
     vol = volume_of(lay, n)
     for i in range(n):
@@ -577,6 +419,8 @@ def repack(lay, n, offset, itemsize, new_itemsize, axis, out, cap):
             out[cap + i] = lay[n + i] // k  # extent-1 axes: any stride will do
         return OK, offset // k
     k = itemsize // new_itemsize
+    if not mul_fits(lay[axis], k) or not mul_fits(vol, k):
+        return OVERFLOW_VOLUME, 0
     out[axis] = lay[axis] * k
     if vol == 0:
         return OK, 0
@@ -596,22 +440,55 @@ def _gcd(a, b):
 
 
 @njit(cache=True)
+def _mulmod(a, b, m):
+    """``(a * b) % m`` for ``0 <= a < m``, ``b >= 0``: by doubling, so nothing overflows."""
+    r = 0
+    while b:
+        if b & 1:
+            r = r - (m - a) if r >= m - a else r + a
+        a = a - (m - a) if a >= m - a else a + a
+        b >>= 1
+    return r
+
+
+@njit(cache=True)
+def reduced_below(q, bound):
+    """``q`` divided by its smallest prime factors (below 2**16) until it is <= ``bound``.
+
+    A divisor of ``q``; the largest one for a power of two (1 if ``q`` has no small factor
+    left to remove). ``StridedLayout.max_compatible_itemsize`` applies the same rule.
+    """
+    p = 2
+    while q > bound:
+        while p < 65536 and q % p != 0:
+            p += 1
+        if p >= 65536:
+            return 1
+        q //= p
+    return q
+
+
+@njit(cache=True)
 def max_compatible_itemsize(lay, n, offset, itemsize, max_itemsize, ptr_residue, axis):
     """Largest multiple of ``itemsize`` that divides every byte quantity ``repack`` needs.
 
     ``ptr_residue`` is ``data_ptr % max_itemsize``. The result divides ``max_itemsize``,
     the data pointer, the byte offset, the byte extent along ``axis`` and every other byte
-    stride, so ``repack`` accepts it; it is ``itemsize`` when nothing larger fits.
-    Like ``repack``, it ignores the stride along ``axis`` for a zero volume or extent 1.
+    stride, so ``repack`` accepts it; it is ``itemsize`` when nothing larger fits, and
+    below ``ITEMSIZE_LIMIT`` (see :func:`reduced_below`). Like ``repack``, it ignores the
+    stride along ``axis`` for a zero volume or extent 1. Products are taken modulo the
+    running divisor, so any int64 ``max_itemsize`` works.
     """
     if volume_of(lay, n) != 0 and lay[axis] != 1 and lay[n + axis] != 1:
         return itemsize
     g = _gcd(max_itemsize, ptr_residue)  # > 0: max_itemsize > 0
-    g = _gcd(g, offset % g * itemsize % g)
-    g = _gcd(g, lay[axis] % g * itemsize % g)
+    g = _gcd(g, _mulmod(offset % g, itemsize, g))
+    g = _gcd(g, _mulmod(lay[axis] % g, itemsize, g))
     for i in range(n):
         if i != axis and lay[i] != 1:
-            g = _gcd(g, abs(lay[n + i]) % g * itemsize % g)
-    if g > itemsize and g % itemsize == 0:
+            g = _gcd(g, _mulmod(abs(lay[n + i]) % g, itemsize, g))
+    if g % itemsize != 0:
+        return itemsize
+    if g < ITEMSIZE_LIMIT:
         return g
-    return itemsize
+    return itemsize * reduced_below(g // itemsize, (ITEMSIZE_LIMIT - 1) // itemsize)

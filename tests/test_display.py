@@ -3,6 +3,8 @@ the offsets written in the cells equal NumPy's (byte offset / itemsize), shared 
 negative strides are marked, large layouts fall back to text, and all text is escaped."""
 
 import itertools
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
@@ -257,3 +259,35 @@ def test_views_render_in_jupyter_through_these_functions():
 
     view = StridedMemoryView.from_array_interface(np.arange(12.0).reshape(3, 4)[::-1, ::2])
     assert view._repr_html_() == view_html(view)
+
+
+PATHOLOGICAL = {
+    "empty beside 10**12": "StridedLayout((0, 10**12, 2, 2), None, 1)",
+    "empty last": "StridedLayout((10**12, 2, 0), None, 1)",
+    "empty, huge extents": "StridedLayout((2**62, 2**62, 0), None, 1)",
+    "empty, 64-d": "StridedLayout((0,) + (2**62,) * 63, None, 1)",
+    "64-d of extent 1": "StridedLayout((1,) * 64, None, 4)",
+    "62-d of extent 2": "StridedLayout((2,) * 62 + (1, 1), (0,) * 64, 4)",
+    "huge extents": "StridedLayout((10**9, 10**9), (0, 0), 1)",
+    "huge strides": "StridedLayout((2, 3), (2**62, -(2**61)), 1)",
+    "huge negative": "StridedLayout((3, 2**40), (2**20, -1), 8)[::-1]",
+}
+
+
+@pytest.mark.parametrize("code", PATHOLOGICAL.values(), ids=PATHOLOGICAL.keys())
+def test_every_layout_renders_at_once(code):
+    """No picture enumerates more than it draws: in a fresh process (a hang or a memory
+    blow-up is a failure, not a stuck test run), each renders and the page parses."""
+    probe = (
+        "from layoutkit import StridedLayout\n"
+        f"layout = {code}\n"
+        "page = layout._repr_html_()\n"
+        "print(len(page))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    page = layout_html(eval(code, {"StridedLayout": StridedLayout}))  # noqa: S307
+    assert len(page) == int(result.stdout)
+    parse_html(page)

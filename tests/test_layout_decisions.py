@@ -147,6 +147,7 @@ def test_6_extent_one_axes_never_block_a_merge():
 def test_6_flattened_axis_mask_agrees_with_flattened(layout):
     mask = layout.flattened_axis_mask()
     assert layout.flattened(mask=mask) == layout.flattened()
+    assert layout.flattened(mask=2**64 - 1) == layout.flattened()  # every merge allowed
     if layout.ndim:
         # every set bit is one merge
         assert layout.ndim - bin(mask).count("1") == layout.flattened().ndim
@@ -180,6 +181,9 @@ def test_8_max_compatible_itemsize_examples():
     assert layout.max_compatible_itemsize(16, data_ptr=2) == 4  # the reference answers 2
     assert layout.max_compatible_itemsize(16) == 8
     assert layout.max_compatible_itemsize(12) == 12
+    # the itemsize limit (2**31) is not a divisor: 2**31 - 1 is odd (the answer was 1)
+    assert StridedLayout.dense((4096,), 1).max_compatible_itemsize(2**31) == 4096
+    assert StridedLayout.dense((2**32,), 1).max_compatible_itemsize(2**40) == 2**30
 
 
 @settings(max_examples=200, deadline=None)
@@ -252,6 +256,9 @@ def test_10_is_unique_is_exact_for_interleaved_layouts():
     assert not StridedLayout((2, 3), (2, 1), 1).is_unique  # offsets 0..3 twice
     assert not StridedLayout.dense((3,), 4).broadcast_to((2, 3)).is_unique
     assert StridedLayout.dense((3,), 4).broadcast_to((1, 3)).is_unique
+    # exact with strides near the int64 limits (int64 arithmetic wrapped around to True)
+    assert not StridedLayout((2, 3, 2), (1, -(2**62), 2**62 + 1), 1).is_unique
+    assert StridedLayout((2, 2), (2**61, -(2**61) + 1), 1).is_unique
 
 
 @settings(max_examples=300, deadline=None)

@@ -31,7 +31,7 @@ from helpers.strategies import (
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from layoutkit import StridedLayout
+from layoutkit import AxisError, StridedLayout
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -85,6 +85,26 @@ def test_sliced_matches_numpy_indexing(data):
 def test_sliced_table_against_numpy(index):
     layout = StridedLayout((3, 4, 5), (-2, 7, 30), 8)[:, ::-1, 1:]
     assert_same_mapping(layout[index], numpy_view(layout)[index])
+
+
+@FAST
+@given(st.data())
+def test_offset_of_matches_numpy_indexing(data):
+    layout = data.draw(layouts())
+    view = numpy_view(layout)
+    index = tuple(
+        data.draw(st.integers(-e - 2, e + 1)) if e else data.draw(st.integers(-2, 1))
+        for e in layout.shape
+    )
+    try:
+        expected = int(view[index])
+    except IndexError:
+        with pytest.raises(AxisError, match=r"index -?\d+ is out of bounds for axis"):
+            layout.offset_of(index)
+    else:
+        assert layout.offset_of(index) == expected
+        assert layout.offset_of(list(index)) == expected
+        assert layout.offset_of(tuple(np.int64(i) for i in index)) == expected
 
 
 @FAST
@@ -384,3 +404,32 @@ def test_zero_volume_layouts_are_canonical(data):
     assert layout.slice_offset == 0
     assert layout.offset_bounds == (0, -1)
     assert layout.required_size_in_bytes() == 0
+
+
+@FAST
+@given(st.data())
+def test_fast_and_full_paths_agree(data):
+    """Plain tuples take one-pass fast paths; lists and NumPy integers take the full
+    checks. Both give the same layouts with the same derived values."""
+    layout = data.draw(layouts())
+    shape, strides, itemsize = layout.shape, layout.strides, layout.itemsize
+    as_numpy = [np.int64(v) for v in shape]
+    pairs = [
+        (StridedLayout(shape, strides, itemsize), StridedLayout(list(shape), list(strides), itemsize)),
+        (StridedLayout(shape, None, itemsize), StridedLayout(as_numpy, None, np.int32(itemsize))),
+        (StridedLayout.dense(shape, itemsize, "F"), StridedLayout.dense(as_numpy, itemsize, "F")),
+    ]
+    order = data.draw(permutations_of(layout.ndim))
+    pairs.append((StridedLayout.dense(shape, itemsize, order),
+                  StridedLayout.dense(shape, itemsize, list(order))))
+    target = data.draw(broadcast_targets(shape))
+    pairs.append((layout.broadcast_to(target), layout.broadcast_to(list(target))))
+    dense = StridedLayout.dense(shape, itemsize)
+    reshape = data.draw(reshape_targets(dense.volume))
+    pairs.append((dense.reshaped(reshape), dense.reshaped([np.int64(e) for e in reshape])))
+    for fast, full in pairs:
+        assert (fast.shape, fast.strides, fast.slice_offset) == (full.shape, full.strides, full.slice_offset)
+        for name in ("volume", "offset_bounds", "is_unique", "is_contiguous_any", "stride_order"):
+            assert getattr(fast, name) == getattr(full, name), name
+        if fast.volume <= 4096:
+            assert_properties(fast)

@@ -11,6 +11,7 @@ up to 64 dimensions (high-dimensional layouts have mostly extent-1 axes so that 
 stay small enough to enumerate).
 """
 
+import contextlib
 import math
 
 import numpy as np
@@ -110,6 +111,34 @@ def layouts(draw, ndim=None):
     layout = draw(st.one_of(raw_layouts(ndim), dense_layouts(ndim)))
     if ndim is None and draw(st.booleans()):
         layout = layout[draw(basic_indices(layout.shape, allow_new_axes=False))]
+    return layout
+
+
+@st.composite
+def extreme_layouts(draw):
+    """Small layouts (at most 81 elements) with strides up to the int64 limits.
+
+    Offsets of such layouts overflow int64 arithmetic unless it is checked: they test
+    the overflow checks and that no property wraps around (NumPy cannot view them; see
+    ``tests/test_layout_kernels.py`` for exact oracles with Python ints).
+    """
+    from hypothesis import assume
+
+    ndim = draw(st.integers(1, 4))
+    magnitude = st.integers(0, 62).map(lambda k: 2**k)
+    stride = st.one_of(
+        magnitude, magnitude.map(lambda v: -v), magnitude.map(lambda v: v + 1),
+        magnitude.map(lambda v: -v - 1), st.integers(-3, 3),
+    )
+    shape = tuple(draw(st.lists(st.integers(1, 3), min_size=ndim, max_size=ndim)))
+    strides = tuple(draw(st.lists(stride, min_size=ndim, max_size=ndim)))
+    try:
+        layout = StridedLayout(shape, strides, draw(st.sampled_from((1, 2, 8))))
+    except OverflowError:
+        assume(False)
+    if draw(st.booleans()):
+        with contextlib.suppress(OverflowError):
+            layout = layout[tuple(slice(None, None, -1) for _ in shape)]
     return layout
 
 
