@@ -206,11 +206,14 @@ def host_view(array):
     return layoutkit.StridedMemoryView.from_array_interface(array)
 
 
-def check_view(view, what):
+def check_view(view, what, where=True, within=None):
     """Read every attribute of an imported view; each must work and agree with the others.
 
     An import that returns a view must have validated everything: an exception from any
-    attribute here is an error that came too late.
+    attribute here is an error that came too late. ``where=False`` skips what needs to know
+    where the memory lives (``device_id``, ``buffer``: a driver query for CUDA array
+    interface imports). ``within=(address, nbytes)``: the memory the producer's description
+    is known to lie in (a buffer object's length); the view must stay inside it.
     """
 
     def read(name, getter):
@@ -228,10 +231,7 @@ def check_view(view, what):
     dtype = read(".dtype", lambda: view.dtype)
     ptr = read(".ptr", lambda: view.ptr)
     size = read(".size", lambda: view.size)
-    read(".device_id", lambda: view.device_id)
     read(".readonly", lambda: view.readonly)
-    read("repr()", lambda: repr(view))
-    buffer = read(".buffer", lambda: view.buffer)
     check(type(layout) is StridedLayout, f"{what}: view.layout is a {type(layout).__name__}")
     check(shape == layout.shape and strides == layout.strides, f"{what}: shape/strides disagree")
     check(size == math.prod(shape), f"{what}: size {size} is not the product of {shape}")
@@ -241,27 +241,31 @@ def check_view(view, what):
             dtype.itemsize == layout.itemsize,
             f"{what}: dtype {dtype} has itemsize {dtype.itemsize}, layout {layout.itemsize}",
         )
-    rebuilt = read(
+    read(
         "layout (re-validated)",
         lambda: StridedLayout(layout.shape, layout.strides, layout.itemsize),
     )
-    check(rebuilt.shape == layout.shape, f"{what}: layout does not survive re-validation")
+    low, high = layout.offset_bounds
+    first = ptr + (low - layout.slice_offset) * layout.itemsize  # lowest byte of an element
+    end = ptr + (high - layout.slice_offset + 1) * layout.itemsize
     if size:
-        low, high = layout.offset_bounds
-        check(low >= 0, f"{what}: layout {layout!r} starts before its buffer")
-        end = (high + 1) * layout.itemsize
-        check(
-            end <= buffer.size,
-            f"{what}: layout {layout!r} reaches byte {end} of a {buffer.size}-byte buffer",
-        )
-        check(
-            buffer.ptr + end <= 2**64,
-            f"{what}: the view's bytes end past 2**64 (buffer at {buffer.ptr:#x}, {end} bytes)",
-        )
-        check(
-            buffer.ptr + layout.slice_offset_in_bytes == ptr,
-            f"{what}: ptr is not buffer.ptr + slice_offset_in_bytes",
-        )
+        check(first >= 0 and end <= 2**64,
+              f"{what}: the view's bytes [{first:#x}, {end:#x}) leave the 64-bit address "
+              "space")  # fmt: skip
+        if within is not None:
+            start, nbytes = within
+            check(start <= first and end <= start + nbytes,
+                  f"{what}: the view's bytes [{first:#x}, {end:#x}) leave the producer's "
+                  f"{nbytes}-byte buffer at {start:#x}")  # fmt: skip
+    if where:
+        read(".device_id", lambda: view.device_id)
+        read("repr()", lambda: repr(view))
+        buffer = read(".buffer", lambda: view.buffer)
+        if size:
+            check(low >= 0 and (high + 1) * layout.itemsize <= buffer.size,
+                  f"{what}: layout {layout!r} leaves its {buffer.size}-byte buffer")  # fmt: skip
+            check(buffer.ptr + layout.slice_offset_in_bytes == ptr,
+                  f"{what}: ptr is not buffer.ptr + slice_offset_in_bytes")  # fmt: skip
     return view
 
 
