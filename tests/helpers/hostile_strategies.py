@@ -41,6 +41,7 @@ def fuzz_settings(examples, slow_examples=None):
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=long_run,  # CI: the first fault, shrunk, is enough to fail
         print_blob=True,
     )
 
