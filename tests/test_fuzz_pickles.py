@@ -21,6 +21,8 @@ from helpers.hostile import (
     Cases,
     Poisoned,
     check,
+    check_layout,
+    derived_values,
     host_view,
     refused,
     refused_or_ok,
@@ -58,57 +60,11 @@ def _state_of(obj, **overrides):
 
 
 # ------------------------------------------------------------------ layouts
-def _derived(layout):
-    """Every derived value of a layout, each read as (ok, value-or-exception class)."""
-    readers = {
-        "volume": lambda x: x.volume,
-        "offset_bounds": lambda x: x.offset_bounds,
-        "min_offset": lambda x: x.min_offset,
-        "max_offset": lambda x: x.max_offset,
-        "is_unique": lambda x: x.is_unique,
-        "is_contiguous_c": lambda x: x.is_contiguous_c,
-        "is_contiguous_f": lambda x: x.is_contiguous_f,
-        "is_contiguous_any": lambda x: x.is_contiguous_any,
-        "is_dense": lambda x: x.is_dense,
-        "stride_order": lambda x: x.stride_order,
-        "flattened_axis_mask()": lambda x: x.flattened_axis_mask(),
-        "strides_in_bytes": lambda x: x.strides_in_bytes,
-        "slice_offset_in_bytes": lambda x: x.slice_offset_in_bytes,
-        "flattened()": lambda x: _plain(x.flattened()),
-        "squeezed()": lambda x: _plain(x.squeezed()),
-        "to_dense()": lambda x: _plain(x.to_dense()),
-        "hash": hash,
-    }
-    values = {}
-    for name, read in readers.items():
-        ok, value = refused_or_ok(read, layout, what=f"layout.{name}")
-        values[name] = value if ok else type(value).__name__
-    return values
-
-
-def _plain(layout):
-    return (layout.shape, layout.strides, layout.itemsize, layout.slice_offset)
-
-
-def _check_sound(loaded, what):
-    """A loaded layout must be exactly what validation makes of its numbers."""
-    check(type(loaded) is StridedLayout, f"{what} gave a {type(loaded).__name__}")
-    ok, rebuilt = refused_or_ok(
-        lambda: pickle.loads(pickle.dumps(loaded)), what=f"re-pickling the layout from {what}"
-    )
-    check(ok, f"{what} gave a layout that its own validation refuses ({rebuilt!r})")
-    check(loaded == rebuilt, f"{what}: layout != its validated rebuild {rebuilt!r}")
-    mine, valid = _derived(loaded), _derived(rebuilt)
-    wrong = {k: (mine[k], valid[k]) for k in valid if mine[k] != valid[k]}
-    check(not wrong, f"{what} gave a layout with forged derived values {{name: (loaded, "
-                     f"validated)}}: {wrong}")  # fmt: skip
-
-
 def _loads_layout(data, what, small_buffer_bytes=None):
     ok, loaded = refused_or_ok(pickle.loads, data, what=what, classes=LOAD_REFUSALS)
     if not ok:
         return
-    _check_sound(loaded, what)
+    check_layout(loaded, what)
     if small_buffer_bytes is not None:
         block = Poisoned(small_buffer_bytes)
         buffer = host_view(block.inner).buffer
@@ -237,7 +193,7 @@ def crafted_rebuild_negative_offset_is_refused_by_from_buffer():
     data = crafted_call("layoutkit.layout", "_rebuild", (4,), (1,), 8, -2)
     ok, layout = refused_or_ok(pickle.loads, data, classes=LOAD_REFUSALS)
     if ok:
-        _check_sound(layout, "a pickle calling _rebuild with slice_offset -2")
+        check_layout(layout, "a pickle calling _rebuild with slice_offset -2")
         block = Poisoned(64)
         refused(StridedMemoryView.from_buffer, host_view(block.inner).buffer, layout, np.float64,
                 what="from_buffer with a layout starting 2 elements before the buffer")  # fmt: skip
@@ -254,7 +210,10 @@ def layout_pickle_round_trips_keep_every_value():
             loaded = pickle.loads(pickle.dumps(layout, protocol))
             check(loaded == layout and hash(loaded) == hash(layout),
                   f"protocol {protocol}: {loaded!r} != {layout!r}")  # fmt: skip
-            check(_derived(loaded) == _derived(layout), f"protocol {protocol}: derived values")
+            check(
+                derived_values(loaded) == derived_values(layout),
+                f"protocol {protocol}: derived values",
+            )
 
 
 # ------------------------------------------------------------------ buffers and views

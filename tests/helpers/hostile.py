@@ -269,6 +269,62 @@ def check_view(view, what, where=True, within=None):
     return view
 
 
+def derived_values(layout):
+    """Every derived value of a layout, each read as its value or its exception's class name.
+
+    Transforms (``flattened``, ``squeezed``, ``to_dense``) are given as plain tuples
+    ``(shape, strides, itemsize, slice_offset)``.
+    """
+    readers = {
+        "volume": lambda x: x.volume,
+        "offset_bounds": lambda x: x.offset_bounds,
+        "min_offset": lambda x: x.min_offset,
+        "max_offset": lambda x: x.max_offset,
+        "is_unique": lambda x: x.is_unique,
+        "is_contiguous_c": lambda x: x.is_contiguous_c,
+        "is_contiguous_f": lambda x: x.is_contiguous_f,
+        "is_contiguous_any": lambda x: x.is_contiguous_any,
+        "is_dense": lambda x: x.is_dense,
+        "stride_order": lambda x: x.stride_order,
+        "flattened_axis_mask()": lambda x: x.flattened_axis_mask(),
+        "strides_in_bytes": lambda x: x.strides_in_bytes,
+        "slice_offset_in_bytes": lambda x: x.slice_offset_in_bytes,
+        "flattened()": lambda x: plain(x.flattened()),
+        "squeezed()": lambda x: plain(x.squeezed()),
+        "to_dense()": lambda x: plain(x.to_dense()),
+        "hash": hash,
+    }
+    values = {}
+    for name, read in readers.items():
+        ok, value = refused_or_ok(read, layout, what=f"layout.{name}")
+        values[name] = value if ok else type(value).__name__
+    return values
+
+
+def plain(layout):
+    """``(shape, strides, itemsize, slice_offset)`` of a layout."""
+    return (layout.shape, layout.strides, layout.itemsize, layout.slice_offset)
+
+
+def check_layout(layout, what):
+    """``layout`` must be exactly what validation makes of its numbers: its re-validated
+    copy (through the pickle path, which re-runs every check) is equal and has equal
+    derived values, and every derived value can be read."""
+    import pickle
+
+    check(isinstance(layout, StridedLayout), f"{what} gave a {type(layout).__name__}")
+    ok, rebuilt = refused_or_ok(
+        lambda: pickle.loads(pickle.dumps(layout)), what=f"re-validating the layout from {what}"
+    )
+    check(ok, f"{what} gave a layout that its own validation refuses ({rebuilt!r})")
+    check(layout == rebuilt, f"{what}: layout != its validated rebuild {rebuilt!r}")
+    mine, valid = derived_values(layout), derived_values(rebuilt)
+    wrong = {k: (mine[k], valid[k]) for k in valid if mine[k] != valid[k]}
+    check(not wrong, f"{what} gave a layout with forged derived values {{name: (layout, "
+                     f"validated)}}: {wrong}")  # fmt: skip
+    return layout
+
+
 # ------------------------------------------------------------------ inputs noted for crashes
 _NOTES = None  # the child's report pipe (a file), or None in the parent
 

@@ -163,12 +163,24 @@ class RaisingIteration:
         return f"RaisingIteration(after={self.after})"
 
 
+class IterationLimit(BaseException):
+    """An endless iterable was read far past any sane length (it would hang for real).
+
+    A ``BaseException``, so no ``except Exception`` in the code under test swallows it.
+    """
+
+
 class EndlessSequence:
-    """Iterates forever (a hang unless the consumer stops at a sane length)."""
+    """Iterates "forever": after ``limit`` items it raises :class:`IterationLimit`, so a
+    consumer that does not stop at a sane length fails fast instead of hanging."""
+
+    def __init__(self, limit=10_000):
+        self.limit = limit
 
     def __iter__(self):
-        while True:
+        for _ in range(self.limit):
             yield 1
+        raise IterationLimit(f"read more than {self.limit} items of an endless iterable")
 
     def __repr__(self):
         return "EndlessSequence()"
