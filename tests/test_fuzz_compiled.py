@@ -13,7 +13,19 @@ can be folded away at compile time.
 import functools
 
 import numpy as np
-from helpers.hostile import Cases, Poisoned, check, host_view, plain, refused, refused_or_ok
+from helpers.hostile import (
+    Cases,
+    Poisoned,
+    check,
+    host_view,
+    note,
+    plain,
+    refused,
+    refused_or_ok,
+)
+from helpers.hostile_strategies import fuzz_settings
+from hypothesis import given
+from hypothesis import strategies as st
 from numba import njit
 
 from layoutkit import StridedLayout, StridedMemoryView
@@ -267,9 +279,17 @@ DIFFERENTIAL = {
     "max_itemsize_2_31": (_c_max_compatible_itemsize,
                           lambda x, *a: x.max_compatible_itemsize(*a),
                           (StridedLayout.dense((2, 4096), 1), 2**31, 0, -1)),
+    "max_itemsize_2_31_empty": (_c_max_compatible_itemsize,
+                                lambda x, *a: x.max_compatible_itemsize(*a),
+                                (StridedLayout.dense((0, 0), 1), 2**31, 0, 0)),
     "getitem_out_of_range": (_c_getitem, lambda x, i, j: x[i, j], (_L23, 0, 3)),
     "getitem_below": (_c_getitem, lambda x, i, j: x[i, j], (_L23, -3, 0)),
     "getitem_step_zero": (_c_getitem_step, lambda x, s: x[::s], (_L23, 0)),
+    # found by the fuzz: a step of -2**63 gave an empty axis (NumPy: one element)
+    "getitem_step_int64_min": (_c_getitem_step, lambda x, s: x[::s],
+                               (StridedLayout.dense((5, 1), 8), -(2**63))),
+    "getitem_step_int64_min_empty": (_c_getitem_step, lambda x, s: x[::s],
+                                     (StridedLayout.dense((2, 0), 1), -(2**63))),
     "is_unique_wraparound": (_c_is_unique, lambda x: x.is_unique,
                              (StridedLayout((2, 3, 2), (1, -(2**62), 2**62 + 1), 1),)),
 }  # fmt: skip
@@ -295,6 +315,77 @@ def _differential(name):
 
 for _name in DIFFERENTIAL:
     cases.add(f"njit_layout_{_name}", functools.partial(_differential, _name), timeout=120)
+
+
+# ------------------------------------------------------------------ hypothesis: random arguments
+_ints = st.one_of(
+    st.integers(-4, 8),
+    st.integers(-4, 8),
+    st.sampled_from([2**31, 2**32, 2**40, 2**62, 2**63 - 1, -(2**63), -(2**62), 16, 4096]),
+)
+_pairs = st.tuples(_ints, _ints)
+
+
+@st.composite
+def _layouts_2d(draw):
+    shape = tuple(draw(st.lists(st.integers(0, 5), min_size=2, max_size=2)))
+    stride = st.one_of(st.integers(-6, 6), st.sampled_from([2**40, -(2**40), 2**58, -(2**58)]))
+    strides = tuple(draw(st.lists(stride, min_size=2, max_size=2)))
+    itemsize = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    try:
+        return StridedLayout(shape, strides, itemsize)
+    except (ValueError, OverflowError):
+        return StridedLayout.dense(shape, itemsize)
+
+
+RANDOM_OPERATIONS = {
+    "permuted": (_c_permuted, lambda x, a: x.permuted(a), st.tuples(_pairs)),
+    "reshaped": (_c_reshaped, lambda x, a: x.reshaped(a), st.tuples(_pairs)),
+    "broadcast_to": (_c_broadcast_to, lambda x, a: x.broadcast_to(a), st.tuples(_pairs)),
+    "unsqueezed": (_c_unsqueezed, lambda x, a: x.unsqueezed(a), st.tuples(_ints)),
+    "repacked": (_c_repacked, lambda x, *a: x.repacked(*a), st.tuples(_ints, _ints, _ints)),
+    "max_compatible_itemsize": (_c_max_compatible_itemsize,
+                                lambda x, *a: x.max_compatible_itemsize(*a),
+                                st.tuples(_ints, _ints, _ints)),
+    "getitem": (_c_getitem, lambda x, i, j: x[i, j], st.tuples(_ints, _ints)),
+    "getitem_step": (_c_getitem_step, lambda x, s: x[::s], st.tuples(_ints)),
+}  # fmt: skip
+
+
+def _random_differential(data):
+    name = data.draw(st.sampled_from(sorted(RANDOM_OPERATIONS)), label="operation")
+    compiled, python, arguments = RANDOM_OPERATIONS[name]
+    layout = data.draw(_layouts_2d(), label="layout")
+    args = data.draw(arguments, label="arguments")
+    note((name, layout, args))
+    what = f"{layout!r}.{name}{args!r}"
+    py_ok, expected = refused_or_ok(python, layout, *args, what=f"Python {what}",
+                                    classes=(*COMPILED_ERRORS, IndexError))  # fmt: skip
+    ok, got = refused_or_ok(compiled, layout, *args, what=f"@njit {what}",
+                            classes=COMPILED_ERRORS)  # fmt: skip
+    if not py_ok:
+        check(not ok, f"@njit {what} gave {got!r}; Python raises {type(expected).__name__}: "
+                      f"{expected}")  # fmt: skip
+        return
+    check(ok, f"@njit {what} raises {type(got).__name__}: {got}; Python gives {expected!r}")
+    if isinstance(expected, StridedLayout):
+        check(plain(got) == plain(expected), f"@njit {what} gave {got!r}, Python {expected!r}")
+    else:
+        check(got == expected, f"@njit {what} gave {got!r}, Python {expected!r}")
+
+
+def _fuzz(examples, slow_examples=None):
+    @fuzz_settings(examples, slow_examples)
+    @given(st.data())
+    def run(data):
+        _random_differential(data)
+
+    return run
+
+
+cases.add("fuzz_njit_layout_errors_against_python", _fuzz(400), timeout=600)
+cases.add("fuzz_njit_layout_errors_against_python_long", _fuzz(400, 20000), timeout=3600,
+          slow=True)  # fmt: skip
 
 
 cases.export(globals())

@@ -13,6 +13,7 @@ import functools
 import itertools
 import math
 
+import numpy as np
 from helpers.hostile import (
     DOCUMENTED,
     DOCUMENTED_OR_HOSTILE,
@@ -134,13 +135,14 @@ def _check_max_itemsize(layout, max_itemsize, data_ptr=0, axis=-1):
 def max_compatible_itemsize_2_31():
     """The issue's example: 2**31 is clamped to the odd 2**31 - 1, losing every divisor."""
     _check_max_itemsize(StridedLayout.dense((4096,), 1), 2**31)
+    _check_max_itemsize(StridedLayout.dense((0, 0), 1), 2**31)  # empty: 2**30 (< 2**31)
     _check_max_itemsize(StridedLayout.dense((64, 4096), 4), 2**32)
     _check_max_itemsize(StridedLayout.dense((2**20,), 2), 3 * 2**31)
 
 
 def _max_itemsize_fuzz(data):
     itemsize = data.draw(st.sampled_from([1, 2, 4, 8, 3, 6]))
-    shape = tuple(data.draw(st.lists(st.sampled_from([1, 2, 3, 4, 8, 16, 64, 4096]),
+    shape = tuple(data.draw(st.lists(st.sampled_from([0, 1, 2, 3, 4, 8, 16, 64, 4096]),
                                      min_size=1, max_size=3)))  # fmt: skip
     layout = StridedLayout.dense(shape, itemsize)
     if data.draw(st.booleans()):
@@ -198,6 +200,28 @@ def memoised_transform_with_equal_new_tuples():
         check(layout.permuted(order).shape == (3, 4, 2), "permuted with a list")
         order[0] = 0
         check(layout.permuted([0, 2, 1]).shape == (2, 4, 3), "permuted after a list changed")
+
+
+# ------------------------------------------------------------------ extreme slice steps
+@cases.case
+def slicing_with_extreme_steps_matches_numpy():
+    """Found by the fuzz: ``layout[::-2**63]`` raises OverflowError (and compiled code gives
+    an empty axis) where NumPy clamps the step, as Python does, and gives one element. The
+    stride of an extent-1 axis is never used (DECISIONS 6), so it cannot overflow."""
+    for shape in ((5,), (5, 1), (2, 0), (1,)):
+        base = np.empty(shape, np.float64)
+        layout = StridedLayout.dense(shape, 8)
+        for step in (-(2**63), -(2**63) + 1, 2**63 - 1, 2**63, -(2**64), 2**70):
+            expected = base[::step]
+            what = f"StridedLayout.dense({shape}, 8)[::{step}]"
+            ok, got = refused_or_ok(layout.sliced, slice(None, None, step), what=what)
+            check(ok, f"{what} raises {type(got).__name__}: {got}; NumPy gives shape "
+                      f"{expected.shape}")  # fmt: skip
+            check(got.shape == expected.shape, f"{what}: shape {got.shape}, NumPy {expected.shape}")
+            if expected.size:
+                offset = (expected.ctypes.data - base.ctypes.data) // 8
+                check(got.slice_offset == offset,
+                      f"{what}: slice_offset {got.slice_offset}, NumPy {offset}")  # fmt: skip
 
 
 # ------------------------------------------------------------------ displays
