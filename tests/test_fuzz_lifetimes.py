@@ -254,6 +254,50 @@ for _door in ("from_buffer", "dlpack_versioned_capsule", "dlpack_numpy_capsule")
     cases.add(f"export_outlives_view_{_door}", functools.partial(_export_outlives_view, _door))
 
 
+def _close_while_exported(export):
+    """Found while fuzzing: ``buffer.close()`` frees memory that an exported NumPy array
+    still reads. Closing must refuse while exports live (as ``mmap.close`` does with
+    ``BufferError``), or the memory must outlive the last export."""
+    buffer = HostMemoryResource().allocate(1 << 20)
+    layout = layoutkit.StridedLayout.dense((1 << 17,), 8)
+    view = StridedMemoryView.from_buffer(buffer, layout, np.float64)
+    view.copy_from(host_view_of(np.arange(1 << 17, dtype=np.float64)))
+    exported = export(view)
+    del view
+    ok, _ = refused_or_ok(buffer.close, classes=(BufferError,))
+    if ok:
+        gc.collect()
+        check(np.array_equal(exported, np.arange(1 << 17)),
+              "an array exported from a view still reads the buffer after buffer.close() "
+              "freed it (use after free)")  # fmt: skip
+
+
+def host_view_of(array):
+    return StridedMemoryView.from_array_interface(array)
+
+
+cases.add("close_while_exported_by_dlpack",
+          functools.partial(_close_while_exported, np.from_dlpack))  # fmt: skip
+cases.add("close_while_exported_by_array_interface",
+          functools.partial(_close_while_exported, np.asarray))  # fmt: skip
+
+
+@cases.case
+def layoutkit_round_trip_releases_everything():
+    """A view exported to DLPack and imported back by layoutkit: no leak, one deleter."""
+    from helpers.producers import Producer
+
+    producer = Producer(np.arange(6.0))
+    view = StridedMemoryView.from_dlpack(producer, -1)
+    again = StridedMemoryView.from_dlpack(_CapsuleHolder(view.__dlpack__(max_version=(1, 0))), -1)
+    check(np.array_equal(np.from_dlpack(again), np.arange(6.0)), "round trip changed the data")
+    alive = weakref.ref(view)
+    del view, again
+    gc.collect()
+    check(alive() is None, "a view exported to and imported by layoutkit leaks")
+    check(producer.deleted == 1, f"the producer's deleter ran {producer.deleted} times")
+
+
 @cases.case
 def unconsumed_capsule_releases_view():
     view = StridedMemoryView.from_dlpack(np.arange(6.0), -1)
