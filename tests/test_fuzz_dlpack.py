@@ -173,6 +173,22 @@ def dlpack_same_capsule_returned_twice():
 
 
 @cases.case
+def dlpack_export_of_a_view_past_2_64():
+    """The issue's follow-on: a view imported with data + byte_offset >= 2**64 was exported
+    by packing the pointer, where ``struct.error`` escaped (and the block leaked)."""
+    block = Poisoned(1024)
+    producer = HostileProducer(_base(block), data=2**64 - 8, byte_offset=16)
+    ok, view = refused_or_ok(StridedMemoryView.from_dlpack, producer, -1)
+    if ok:
+        for versioned in ((1, 0), None):
+            refused_or_ok(view.__dlpack__, max_version=versioned,
+                          what="exporting a view whose pointer is past 2**64")  # fmt: skip
+        refused_or_ok(getattr, view, "__array_interface__", what="its __array_interface__")
+    del view
+    _deleters_once(producer, "a capsule past 2**64")
+
+
+@cases.case
 def dlpack_deleter_that_raises():
     """A deleter that raises: no crash, called once, the error goes nowhere harmful."""
     block = Poisoned(1024)

@@ -233,14 +233,17 @@ def _reshaped_after_import(make, change):
     view = make(array)
     shape, strides, dtype = view.shape, view.strides, view.dtype
     change(array)
+    byte_strides = view.layout.strides_in_bytes
     exported = np.from_dlpack(view)
-    check((exported.shape, exported.dtype) == (shape, dtype),
-          f"after the array changed, the view exports shape {exported.shape} dtype "
-          f"{exported.dtype}; it was imported as {shape} {dtype}")  # fmt: skip
+    check((exported.shape, exported.strides, exported.dtype) == (shape, byte_strides, dtype),
+          f"after the array changed, the view exports shape {exported.shape} strides "
+          f"{exported.strides} dtype {exported.dtype}; it was imported as {shape} "
+          f"{byte_strides} {dtype}")  # fmt: skip
     check(view.shape == shape and view.strides == strides, "the view itself changed shape")
     interface = view.__array_interface__
-    check(tuple(interface["shape"]) == shape,
-          f"__array_interface__ exports shape {interface['shape']}, not {shape}")  # fmt: skip
+    check(tuple(interface["shape"]) == shape and tuple(interface["strides"]) == byte_strides,
+          f"__array_interface__ exports shape {interface['shape']} strides "
+          f"{interface['strides']}, not {shape} {byte_strides}")  # fmt: skip
     capsule_view = StridedMemoryView.from_dlpack(_Holder(view.__dlpack__(max_version=(1, 0))), -1)
     check(capsule_view.shape == shape, f"__dlpack__ exports shape {capsule_view.shape}")
 
@@ -272,13 +275,21 @@ def _set_dtype(array):
         array.dtype = np.int64
 
 
+def _set_strides(array):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array.strides = (0, 8)  # deprecated in NumPy 2.4, still allowed
+
+
 IMPORTS = {
     "array_interface": StridedMemoryView.from_array_interface,
     "dlpack": lambda a: StridedMemoryView.from_dlpack(a, -1),
     "any_interface": lambda a: StridedMemoryView.from_any_interface(a, -1),
 }
 for _door, _make in IMPORTS.items():
-    for _change in (_set_shape, _set_flat, _set_dtype):
+    for _change in (_set_shape, _set_flat, _set_dtype, _set_strides):
         cases.add(f"ndarray{_change.__name__}_after_{_door}_import",
                   functools.partial(_reshaped_after_import, _make, _change))  # fmt: skip
 
