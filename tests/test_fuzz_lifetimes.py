@@ -298,6 +298,46 @@ def layoutkit_round_trip_releases_everything():
     check(producer.deleted == 1, f"the producer's deleter ran {producer.deleted} times")
 
 
+def _round_trips(count):
+    """Imports, exports and copies over and over: memory use must not grow with count."""
+    import tracemalloc
+
+    from helpers.producers import Producer
+
+    array = np.arange(12.0).reshape(3, 4)
+    target = np.zeros((3, 4))
+
+    def once():
+        for view in (StridedMemoryView.from_dlpack(Producer(array), -1),
+                     StridedMemoryView.from_dlpack(array, -1),
+                     StridedMemoryView.from_array_interface(array[:, ::2]),
+                     StridedMemoryView.from_dlpack(_CapsuleHolder(
+                         StridedMemoryView.from_dlpack(array, -1).__dlpack__(
+                             max_version=(1, 0))), -1)):  # fmt: skip
+            np.from_dlpack(view)
+            view.__dlpack__(max_version=(1, 0))  # dropped unconsumed
+            view.__dlpack__()
+            layoutkit.copy(StridedMemoryView.from_array_interface(target[:, : view.shape[1]]),
+                           view)  # fmt: skip
+
+    for _ in range(200):  # caches fill up first
+        once()
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in range(count):
+        once()
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    check(grown < 256 * 1024, f"{count} rounds of imports and exports leaked {grown} bytes")
+
+
+cases.add("round_trips_do_not_leak", functools.partial(_round_trips, 2000), timeout=300)
+cases.add("round_trips_do_not_leak_long", functools.partial(_round_trips, 100_000),
+          timeout=3600, slow=True)  # fmt: skip
+
+
 @cases.case
 def unconsumed_capsule_releases_view():
     view = StridedMemoryView.from_dlpack(np.arange(6.0), -1)
