@@ -153,7 +153,7 @@ def _fuzz(examples, slow_examples=None):
     return run
 
 
-cases.add("fuzz_from_handle", _fuzz(600), timeout=300)
+cases.add("fuzz_from_handle", _fuzz(300), timeout=300)
 cases.add("fuzz_from_handle_long", _fuzz(600, 30000), timeout=1800, slow=True)
 
 

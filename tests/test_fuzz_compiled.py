@@ -383,7 +383,7 @@ def _fuzz(examples, slow_examples=None):
     return run
 
 
-cases.add("fuzz_njit_layout_errors_against_python", _fuzz(400), timeout=600)
+cases.add("fuzz_njit_layout_errors_against_python", _fuzz(250), timeout=600)
 cases.add("fuzz_njit_layout_errors_against_python_long", _fuzz(400, 20000), timeout=3600,
           slow=True)  # fmt: skip
 

@@ -231,7 +231,7 @@ def _fuzz(examples, slow_examples=None):
     return run
 
 
-cases.add("fuzz_copies_in_canary_memory", _fuzz(250), timeout=300)
+cases.add("fuzz_copies_in_canary_memory", _fuzz(150), timeout=300)
 cases.add("fuzz_copies_in_canary_memory_long", _fuzz(250, 10000), timeout=3600, slow=True)
 
 

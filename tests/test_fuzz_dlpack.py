@@ -363,8 +363,8 @@ def _fuzz(examples, slow_examples):
     return run
 
 
-cases.add("fuzz_dlpack_capsules", _fuzz(400, None), timeout=300)
-cases.add("fuzz_dlpack_capsules_long", _fuzz(400, 20000), timeout=1800, slow=True)
+cases.add("fuzz_dlpack_capsules", _fuzz(250, None), timeout=300)
+cases.add("fuzz_dlpack_capsules_long", _fuzz(250, 20000), timeout=1800, slow=True)
 
 
 cases.export(globals())

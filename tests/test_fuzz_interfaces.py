@@ -397,8 +397,8 @@ def _fuzz_case(name, examples, slow_examples):
     return run
 
 
-cases.add("fuzz_array_interface_dicts", _fuzz_case(AI, 400, None), timeout=300)
-cases.add("fuzz_cuda_array_interface_dicts", _fuzz_case(CAI, 300, None), timeout=300)
+cases.add("fuzz_array_interface_dicts", _fuzz_case(AI, 250, None), timeout=300)
+cases.add("fuzz_cuda_array_interface_dicts", _fuzz_case(CAI, 150, None), timeout=300)
 cases.add("fuzz_array_interface_dicts_long", _fuzz_case(AI, 400, 20000), timeout=1800, slow=True)
 cases.add("fuzz_cuda_array_interface_dicts_long", _fuzz_case(CAI, 300, 15000), timeout=1800,
           slow=True)  # fmt: skip

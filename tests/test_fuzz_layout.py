@@ -309,8 +309,8 @@ def _junk_calls(data):
     check_layout(layout, "the layout a method was called on")  # nothing changed it
 
 
-cases.add("fuzz_layout_methods_with_junk", _fuzz(_junk_calls, 1500), timeout=600)
-cases.add("fuzz_layout_methods_with_junk_long", _fuzz(_junk_calls, 1500, 50000),
+cases.add("fuzz_layout_methods_with_junk", _fuzz(_junk_calls, 600), timeout=600)
+cases.add("fuzz_layout_methods_with_junk_long", _fuzz(_junk_calls, 600, 50000),
           timeout=3600, slow=True)  # fmt: skip
 
 

@@ -152,7 +152,7 @@ def _fuzz(examples, slow_examples=None):
     return run
 
 
-cases.add("fuzz_view_entry_points_with_junk", _fuzz(1000), timeout=600)
+cases.add("fuzz_view_entry_points_with_junk", _fuzz(500), timeout=600)
 cases.add("fuzz_view_entry_points_with_junk_long", _fuzz(1000, 40000), timeout=3600, slow=True)
 
 
