@@ -39,3 +39,12 @@ def test_a_crash_at_exit_is_traced_to_its_case():
     assert results["passes_after"]["outcome"] == "pass"
     assert results["dies_at_exit"]["outcome"] == "fail"
     assert "at exit" in results["dies_at_exit"]["message"]
+
+
+def test_a_child_that_cannot_start_fails_every_case():
+    from helpers.hostile import run_cases
+
+    results = run_cases("helpers.no_such_module", ["passes"], hostile_selftest.cases.cases)
+    assert results["passes"]["outcome"] == "fail"
+    assert "before running any case" in results["passes"]["message"]
+    assert "ModuleNotFoundError" in results["passes"]["message"]

@@ -454,6 +454,13 @@ def run_cases(module_name, names, cases):
                 results.setdefault(n, _failure(f"the child never reported it\n{run['log']}"))
             break
         culprit = run["culprit"]
+        if culprit is None and not done:  # died before its first case (e.g. an import error)
+            for n in pending:
+                results[n] = _failure(
+                    f"the child interpreter died ({run['status']}) before running any case\n"
+                    f"{run['log']}"
+                )
+            break
         if culprit is None:  # every case reported, then the child died (at exit)
             if len(pending) == 1:
                 results[pending[0]] = _failure(
