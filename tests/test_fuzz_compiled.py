@@ -202,6 +202,39 @@ def njit_in_range_reads_are_right():
         check(_get(view, i) == array[i], f"v[{i}]")
 
 
+# ------------------------------------------------------------------ views of unusual dtypes
+@njit
+def _size(view):
+    return view.size
+
+
+def _unusual_dtype_views():
+    import ml_dtypes
+
+    yield (
+        "no dtype",
+        StridedMemoryView.from_buffer(
+            host_view(np.zeros(4)).buffer, StridedLayout.dense((4,), 8), None
+        ),
+    )
+    for dtype in (np.float16, ml_dtypes.bfloat16, ">f8", "V8", "M8[s]", "U4", "c8", "?",
+                  [("a", "<f4"), ("b", "<i4")]):  # fmt: skip
+        yield str(dtype), host_view(np.zeros(4, dtype))
+
+
+@cases.case(timeout=300)
+def njit_views_of_unusual_dtypes_work_or_fail_typing():
+    """Found while fuzzing: a float16 view passed to @njit raises a bare NotImplementedError
+    from Numba's lowering; unsupported dtypes must be a typing error that says so."""
+    from numba.core.errors import TypingError
+
+    for name, view in _unusual_dtype_views():
+        ok, result = refused_or_ok(_size, view, what=f"@njit of a {name} view",
+                                   classes=(TypeError, TypingError))  # fmt: skip
+        if ok:
+            check(result == 4, f"@njit size of a {name} view is {result}")
+
+
 # ------------------------------------------------------------------ compiled layouts vs Python
 @njit(cache=True)
 def _c_permuted(layout, order):
