@@ -234,6 +234,18 @@ def repr_html_of_zero_volume_huge_extent_is_fast():
 
 
 @cases.case(timeout=5)
+def repr_html_of_empty_views_and_layouts_is_fast():
+    """The same display through a view, and with the empty axis elsewhere."""
+    from layoutkit import HostMemoryResource, StridedMemoryView
+
+    layout = StridedLayout((0, 10**8, 2, 2), None, 1)
+    view = StridedMemoryView.from_buffer(HostMemoryResource().allocate(0), layout, np.uint8)
+    check(isinstance(view._repr_html_(), str), "view._repr_html_()")
+    check(isinstance(StridedLayout((1, 0, 10**8, 2, 2), None, 1)._repr_html_(), str),
+          "_repr_html_ of (1, 0, 10**8, 2, 2)")  # fmt: skip
+
+
+@cases.case(timeout=5)
 def repr_html_of_huge_layouts_is_fast():
     for layout in (StridedLayout((10**9, 10**9), None, 1), StridedLayout((2,) * 62, None, 1),
                    StridedLayout((10**8, 0), None, 8), StridedLayout((3, 10**9), (0, 1), 1)):  # fmt: skip
