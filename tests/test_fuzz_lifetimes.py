@@ -339,6 +339,31 @@ cases.add("round_trips_do_not_leak_long", functools.partial(_round_trips, 100_00
 
 
 @cases.case
+def public_owner_cannot_release_memory_in_use():
+    """Found while fuzzing: ``view.buffer.owner`` of a DLPack import is the object holding
+    the producer's deleter, and its public ``release()`` frees the tensor while views use
+    it (and before the exports they made die). The deleter must run only when nothing uses
+    the memory any more, whatever is called on objects reachable from a view."""
+    from helpers.producers import Producer
+
+    producer = Producer(np.arange(4.0))
+    view = StridedMemoryView.from_dlpack(producer, -1)
+    owner = view.buffer.owner
+    for name in dir(owner):
+        method = getattr(owner, name, None)
+        if name.startswith("_") or not callable(method):
+            continue
+        refused_or_ok(method, what=f"view.buffer.owner.{name}()",
+                      classes=(TypeError, ValueError, BufferError, RuntimeError))  # fmt: skip
+    check(producer.deleted == 0,
+          "the producer's deleter ran while a view still uses its memory (through "
+          "view.buffer.owner's public methods)")  # fmt: skip
+    del view, owner
+    gc.collect()
+    check(producer.deleted == 1, f"the deleter ran {producer.deleted} times in all")
+
+
+@cases.case
 def unconsumed_capsule_releases_view():
     view = StridedMemoryView.from_dlpack(np.arange(6.0), -1)
     for versioned in ((1, 0), None):
