@@ -12,14 +12,8 @@ import ctypes
 import functools
 
 import numpy as np
-from helpers.hostile import (
-    DOCUMENTED_OR_HOSTILE,
-    Cases,
-    check,
-    note,
-    refused,
-    refused_or_ok,
-)
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import DOCUMENTED_OR_HOSTILE, check, refused, refused_or_ok
 from helpers.hostile_objects import IntSubclass, NonIntIndex, RaisingIndex
 from helpers.hostile_strategies import fuzz_settings, int_likes, junk
 from hypothesis import given

@@ -13,16 +13,8 @@ can be folded away at compile time.
 import functools
 
 import numpy as np
-from helpers.hostile import (
-    Cases,
-    Poisoned,
-    check,
-    host_view,
-    note,
-    plain,
-    refused,
-    refused_or_ok,
-)
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import Poisoned, check, host_view, plain, refused, refused_or_ok
 from helpers.hostile_strategies import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st

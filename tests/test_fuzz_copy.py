@@ -12,14 +12,13 @@ broadcast) writes nothing.
 import types
 
 import numpy as np
-from helpers.hostile import (
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import (
     DOCUMENTED_OR_HOSTILE,
-    Cases,
     HostileError,
     Poisoned,
     check,
     host_view,
-    note,
     refused,
     refused_or_ok,
 )

@@ -20,14 +20,8 @@ import pickle
 
 import numpy as np
 import pytest
-from helpers.hostile import (
-    DOCUMENTED_OR_HOSTILE,
-    Cases,
-    check,
-    check_view,
-    refused,
-    refused_or_ok,
-)
+from helpers.hostile import Cases
+from helpers.hostile_checks import DOCUMENTED_OR_HOSTILE, check, check_view, refused, refused_or_ok
 from helpers.hostile_objects import FakeInterface
 
 import layoutkit

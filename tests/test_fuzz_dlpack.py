@@ -13,14 +13,13 @@ import functools
 import gc
 
 import numpy as np
-from helpers.hostile import (
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import (
     DOCUMENTED_OR_HOSTILE,
-    Cases,
     HostileError,
     Poisoned,
     check,
     check_view,
-    note,
     refused,
     refused_or_ok,
 )

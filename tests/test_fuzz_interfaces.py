@@ -13,13 +13,12 @@ import gc
 import mmap
 
 import numpy as np
-from helpers.hostile import (
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import (
     DOCUMENTED_OR_HOSTILE,
-    Cases,
     Poisoned,
     check,
     check_view,
-    note,
     refused,
     refused_or_ok,
 )

@@ -14,13 +14,12 @@ import itertools
 import math
 
 import numpy as np
-from helpers.hostile import (
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import (
     DOCUMENTED,
     DOCUMENTED_OR_HOSTILE,
-    Cases,
     check,
     check_layout,
-    note,
     refused_or_ok,
 )
 from helpers.hostile_strategies import fuzz_settings, int_likes, int_sequences, junk

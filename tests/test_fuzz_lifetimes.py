@@ -23,7 +23,8 @@ import weakref
 
 import numpy as np
 from helpers.doors import DOORS, open_door, scratch_like
-from helpers.hostile import Cases, check, check_view, refused, refused_or_ok
+from helpers.hostile import Cases
+from helpers.hostile_checks import check, check_view, refused, refused_or_ok
 from numba import njit
 
 import layoutkit

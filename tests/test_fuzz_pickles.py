@@ -17,8 +17,8 @@ import pickle
 from array import array
 
 import numpy as np
-from helpers.hostile import (
-    Cases,
+from helpers.hostile import Cases
+from helpers.hostile_checks import (
     Poisoned,
     check,
     check_layout,

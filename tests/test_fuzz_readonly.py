@@ -10,7 +10,8 @@ caller asks otherwise; exports say read-only where the view is.
 import functools
 
 import numpy as np
-from helpers.hostile import Cases, Poisoned, check, host_view, refused, refused_or_ok
+from helpers.hostile import Cases
+from helpers.hostile_checks import Poisoned, check, host_view, refused, refused_or_ok
 from helpers.hostile_dlpack import HostileProducer
 
 import layoutkit

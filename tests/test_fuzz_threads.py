@@ -9,7 +9,8 @@ import sys
 import threading
 
 import numpy as np
-from helpers.hostile import Cases, check
+from helpers.hostile import Cases
+from helpers.hostile_checks import check
 from numba import njit
 
 import layoutkit

@@ -10,14 +10,13 @@ import functools
 import warnings
 
 import numpy as np
-from helpers.hostile import (
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import (
     DOCUMENTED_OR_HOSTILE,
-    Cases,
     Poisoned,
     check,
     check_view,
     host_view,
-    note,
     refused,
     refused_or_ok,
 )

@@ -9,7 +9,7 @@ once per consumed capsule, never for an unconsumed one.
 
 import ctypes
 
-from helpers.hostile import HostileError
+from helpers.hostile_checks import HostileError
 from helpers.producers import DELETER, Producer, new_capsule
 
 _capsule_name = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle).PyCapsule_GetName

@@ -10,7 +10,7 @@ import pickle
 
 import numpy as np
 
-from helpers.hostile import HostileError
+from helpers.hostile_checks import HostileError
 
 
 # ------------------------------------------------------------------ crafted pickles
