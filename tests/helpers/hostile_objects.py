@@ -241,21 +241,6 @@ class RaisingAttribute:
         return f"RaisingAttribute({self._name})"
 
 
-def interface_of(array, **changes):
-    """``array.__array_interface__`` with entries replaced (``None`` removes one)."""
-    interface = dict(array.__array_interface__)
-    for key, value in changes.items():
-        if value is _REMOVE:
-            interface.pop(key, None)
-        else:
-            interface[key] = value
-    return interface
-
-
-_REMOVE = object()
-REMOVE = _REMOVE  # pass as a value to interface_of to drop the entry
-
-
 def numpy_reading(obj):
     """How NumPy reads ``obj`` (an array it builds without copying), or the exception."""
     try:

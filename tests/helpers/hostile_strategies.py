@@ -21,6 +21,7 @@ from helpers.hostile_objects import (
     NonIntIndex,
     RaisingIndex,
     RaisingIteration,
+    ShiftingSequence,
 )
 
 BOUNDARIES = (
@@ -98,6 +99,11 @@ def int_sequences(min_size=0, max_size=4, elements=int_likes):
         items,
         st.lists(plausible_ints, max_size=max_size).map(lambda v: array.array("q", v)),
         st.builds(LyingLength, st.lists(plausible_ints, max_size=4), st.integers(0, 70)),
+        st.builds(
+            ShiftingSequence,
+            st.lists(plausible_ints, max_size=4),
+            st.lists(plausible_ints, max_size=4),
+        ),  # fmt: skip
         st.builds(RaisingIteration, st.integers(0, 3)),
         st.integers(60, 70).map(lambda n: (1,) * n),
     )
