@@ -132,6 +132,20 @@ def copy_refuses_non_views():
                 check(isinstance(junk, list), f"layoutkit.copy accepted {junk!r}")
 
 
+@cases.case
+def copy_onto_itself_with_other_extent_1_strides():
+    """Found by the long copy fuzz: the same elements, described with another stride on an
+    extent-1 axis (a stride never used, DECISIONS 6), are refused as overlapping; a view
+    copied onto itself is a no-op (the copy docstring)."""
+    array = np.arange(6.0).reshape(3, 2)[:, :1]
+    same = as_strided(array, array.shape, (array.strides[0], 40))
+    for dst, src in ((array, same), (same, array)):
+        ok, exc = refused_or_ok(layoutkit.copy, host_view(dst), host_view(src))
+        check(ok, f"copying a view onto the same elements (strides {dst.strides} and "
+                  f"{src.strides}) is refused: {exc}")  # fmt: skip
+    check(array.ravel().tolist() == [0.0, 2.0, 4.0], "a copy onto itself changed the data")
+
+
 # ------------------------------------------------------------------ random copies, NumPy oracle
 DTYPES = (np.uint8, np.int16, np.uint32, np.int64, np.complex128)
 
