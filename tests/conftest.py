@@ -1,8 +1,24 @@
-"""Shared pytest configuration: the ``cuda`` marker skips cleanly without a GPU."""
+"""Shared pytest configuration: the ``cuda`` marker skips cleanly without a GPU, and the
+``slow`` marker runs only when asked for (``--runslow`` or ``LAYOUTKIT_SLOW=1``)."""
 
 import functools
+import os
 
 import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--runslow",
+        action="store_true",
+        default=False,
+        help="also run tests marked slow (the long fuzz runs); same as LAYOUTKIT_SLOW=1",
+    )
+
+
+def slow_requested(config):
+    """Whether slow tests run: ``--runslow`` or a non-empty ``LAYOUTKIT_SLOW`` other than 0."""
+    return config.getoption("--runslow") or os.environ.get("LAYOUTKIT_SLOW", "") not in ("", "0")
 
 
 @functools.cache
@@ -25,8 +41,14 @@ def gpu_unavailable_reason():
 
 
 def pytest_collection_modifyitems(config, items):
+    run_slow = slow_requested(config)
+    if run_slow:
+        os.environ["LAYOUTKIT_SLOW"] = "1"  # subprocesses started by tests see it too
+    skip_slow = pytest.mark.skip(reason="slow test: run with --runslow or LAYOUTKIT_SLOW=1")
     reason = None
     for item in items:
+        if not run_slow and item.get_closest_marker("slow") is not None:
+            item.add_marker(skip_slow)
         if item.get_closest_marker("cuda") is not None:  # not item.keywords: that also
             # holds the names of the item's packages, e.g. doctests under layoutkit/cuda/
             if reason is None:

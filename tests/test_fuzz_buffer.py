@@ -1,0 +1,154 @@
+"""Hostile ``Buffer.from_handle`` and memory-resource arguments.
+
+The rules (issue 9, DECISIONS 14): a buffer's bytes ``[ptr, ptr + size)`` lie in the
+64-bit address space; pointers and sizes are integers (``int``, NumPy integers,
+``ctypes.c_void_p``, handle objects), never floats, strings or bools, and are not
+truncated; a layout reaching outside a buffer of known size is refused by
+``from_buffer``; impossible allocation sizes get ``OverflowError`` / ``ValueError``, not a
+``MemoryError`` escaping.
+"""
+
+import ctypes
+import functools
+
+import numpy as np
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import DOCUMENTED_OR_HOSTILE, check, refused, refused_or_ok
+from helpers.hostile_objects import IntSubclass, NonIntIndex, RaisingIndex
+from helpers.hostile_strategies import fuzz_settings, int_likes, junk
+from hypothesis import given
+from hypothesis import strategies as st
+
+from layoutkit import Buffer, HostMemoryResource, StridedLayout, StridedMemoryView
+
+cases = Cases(__name__)
+
+REFUSED_HANDLES = {
+    "end_past_2_64": (2**64 - 8, 16),  # the issue's example
+    "end_one_past_2_64": (2**64 - 1, 2),
+    "ptr_2_64": (2**64, 0),
+    "ptr_negative": (-8, 8),
+    "size_negative": (4096, -1),
+    "size_2_64": (4096, 2**64),
+    "null_with_size": (0, 16),
+    "ptr_float": (4096.0, 8),
+    "ptr_string": ("4096", 8),
+    "ptr_hex_string": ("0x1000", 8),
+    "ptr_bytes": (b"\x00\x10", 8),
+    "ptr_bool": (True, 0),
+    "ptr_none": (None, 0),
+    "ptr_list": ([4096], 8),
+    "ptr_complex": (4096 + 0j, 8),
+    "ptr_numpy_float": (np.float64(4096), 8),
+    "ptr_numpy_negative": (np.int64(-8), 8),
+    "size_float": (4096, 8.0),
+    "size_string": (4096, "8"),
+    "size_bool": (4096, True),
+    "ptr_non_int_index": (NonIntIndex(4096.0), 8),
+    "ptr_raising_index": (RaisingIndex(), 8),
+}
+
+
+def _refused_handle(name):
+    ptr, size = REFUSED_HANDLES[name]
+    refused(Buffer.from_handle, ptr, size, what=f"Buffer.from_handle({ptr!r}, {size!r})",
+            classes=DOCUMENTED_OR_HOSTILE)  # fmt: skip
+
+
+for _name in REFUSED_HANDLES:
+    cases.add(f"from_handle_{_name}", functools.partial(_refused_handle, _name))
+
+
+ACCEPTED_HANDLES = {
+    "numpy_uint64": (np.uint64(4096), np.uint64(8), 4096, 8),
+    "c_void_p": (ctypes.c_void_p(4096), 8, 4096, 8),
+    "null_empty": (0, 0, 0, 0),
+    "c_void_p_null_empty": (ctypes.c_void_p(None), 0, 0, 0),
+    "int_subclass": (IntSubclass(4096), IntSubclass(8), 4096, 8),
+    "last_byte_of_the_address_space": (2**64 - 1, 1, 2**64 - 1, 1),
+}
+
+
+def _accepted_handle(name):
+    ptr, size, expected_ptr, expected_size = ACCEPTED_HANDLES[name]
+    buffer = Buffer.from_handle(ptr, size)
+    check((buffer.ptr, buffer.size) == (expected_ptr, expected_size),
+          f"from_handle({ptr!r}, {size!r}) gave ptr {buffer.ptr}, size {buffer.size}")  # fmt: skip
+    check(type(buffer.ptr) is int and type(buffer.size) is int, "ptr/size are not ints")
+
+
+for _name in ACCEPTED_HANDLES:
+    cases.add(f"from_handle_accepts_{_name}", functools.partial(_accepted_handle, _name))
+
+
+@cases.case
+def from_handle_size_bounds_every_layout():
+    """DECISIONS 14: ``from_handle(ptr, size, owner=...)`` has a known size; layouts past it,
+    or before its start, are refused by from_buffer."""
+    array = np.zeros(8)
+    buffer = Buffer.from_handle(array.ctypes.data, array.nbytes, owner=array)
+    for layout in (StridedLayout.dense((9,), 8), StridedLayout((2,), (8,), 8),
+                   StridedLayout((2,), (-1,), 8), StridedLayout.dense((5,), 16)):  # fmt: skip
+        refused(StridedMemoryView.from_buffer, buffer, layout, None,
+                what=f"from_buffer of a 64-byte buffer with {layout!r}")  # fmt: skip
+
+
+@cases.case
+def impossible_host_allocations_are_refused_clearly():
+    """Sizes no machine can allocate: OverflowError / ValueError naming the size."""
+    resource = HostMemoryResource()
+    for size in (2**63, 2**64 - 1, 2**64, -1):
+        refused(resource.allocate, size, what=f"HostMemoryResource().allocate({size})")
+
+
+@cases.case
+def host_resource_rejects_foreign_and_double_frees():
+    resource = HostMemoryResource()
+    buffer = resource.allocate(64)
+    buffer.close()
+    buffer.close()  # idempotent
+    refused(resource.deallocate, 4096, 64, what="deallocating memory it never allocated")
+    other = HostMemoryResource().allocate(64)
+    refused(resource.deallocate, other.ptr, 64, what="deallocating another resource's memory")
+    other.close()
+
+
+@cases.case
+def from_handle_rejects_bad_mr_owner_stream():
+    array = np.zeros(4)
+    for kwargs in (dict(mr=object()), dict(mr=HostMemoryResource(), owner=array),
+                   dict(stream=1), dict(mr="host")):  # fmt: skip
+        refused(Buffer.from_handle, array.ctypes.data, 32, what=f"from_handle(..., **{kwargs})",
+                **kwargs)  # fmt: skip
+
+
+def _fuzz_from_handle(data):
+    ptr = data.draw(
+        st.one_of(int_likes, junk, st.builds(ctypes.c_void_p, st.integers(0, 2**64 - 1)))
+    )
+    size = data.draw(st.one_of(int_likes, junk))
+    note((ptr, size))
+    ok, buffer = refused_or_ok(Buffer.from_handle, ptr, size, classes=DOCUMENTED_OR_HOSTILE)
+    if ok:
+        check(type(buffer.ptr) is int and type(buffer.size) is int, "ptr/size are not ints")
+        check(buffer.ptr >= 0 and buffer.ptr + buffer.size <= 2**64,
+              f"from_handle({ptr!r}, {size!r}): [{buffer.ptr:#x}, +{buffer.size}) leaves "
+              "the 64-bit address space")  # fmt: skip
+        check(buffer.ptr or not buffer.size, "a null buffer with a size")
+        buffer.close()
+
+
+def _fuzz(examples, slow_examples=None):
+    @fuzz_settings(examples, slow_examples)
+    @given(st.data())
+    def run(data):
+        _fuzz_from_handle(data)
+
+    return run
+
+
+cases.add("fuzz_from_handle", _fuzz(300), timeout=300)
+cases.add("fuzz_from_handle_long", _fuzz(600, 30000), timeout=1800, slow=True)
+
+
+cases.export(globals())

@@ -1,0 +1,251 @@
+"""Hostile copies: arrays instead of views, duck-typed views that lie, and random layouts
+in canary memory against a NumPy oracle.
+
+The rules: ``layoutkit.copy(dst, src)`` given arrays copies them or says how to make views
+(issue 9); an object that is not a view, or whose ``layout`` is not a ``StridedLayout``,
+is refused with ``TypeError`` before any memory is touched; a copy that runs writes
+exactly the destination's elements, with NumPy's values, and not one byte more; a copy
+that is refused (read-only or aliasing destination, overlap, shapes that do not
+broadcast) writes nothing.
+"""
+
+import types
+
+import numpy as np
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import (
+    DOCUMENTED_OR_HOSTILE,
+    HostileError,
+    Poisoned,
+    check,
+    host_view,
+    refused,
+    refused_or_ok,
+)
+from helpers.hostile_strategies import fuzz_settings
+from hypothesis import given
+from hypothesis import strategies as st
+from numpy.lib.stride_tricks import as_strided
+
+import layoutkit
+from layoutkit import StridedLayout
+
+cases = Cases(__name__)
+
+
+# ------------------------------------------------------------------ arrays instead of views
+def _copies_or_explains(call, dst, src, what):
+    ok, exc = refused_or_ok(call, dst, src, what=what)
+    if ok:
+        check(np.array_equal(dst, src), f"{what} returned but did not copy")
+        return
+    check(isinstance(exc, TypeError), f"{what}: {type(exc).__name__} ({exc})")
+    text = str(exc)
+    check("from_" in text or "StridedMemoryView" in text,
+          f"{what} refuses arrays without saying how to make views: {text!r}")  # fmt: skip
+
+
+@cases.case
+def copy_numpy_arrays():
+    src = np.arange(12.0).reshape(3, 4)
+    _copies_or_explains(layoutkit.copy, np.zeros((3, 4)), src, "layoutkit.copy(ndarray, ndarray)")
+    _copies_or_explains(lambda d, s: layoutkit.copy(host_view(d), s), np.zeros((3, 4)), src,
+                        "layoutkit.copy(view, ndarray)")  # fmt: skip
+    _copies_or_explains(lambda d, s: host_view(d).copy_from(s), np.zeros((3, 4)), src,
+                        "view.copy_from(ndarray)")  # fmt: skip
+    _copies_or_explains(lambda d, s: host_view(s).copy_to(d), np.zeros((3, 4)), src,
+                        "view.copy_to(ndarray)")  # fmt: skip
+
+
+@cases.case
+def copy_into_read_only_array_is_refused():
+    dst = np.zeros(4)
+    dst.flags.writeable = False
+    refused(layoutkit.copy, dst, np.ones(4), what="layoutkit.copy into a read-only ndarray")
+    check(not dst.any(), "a read-only ndarray was written")
+
+
+# ------------------------------------------------------------------ duck-typed views that lie
+def _duck(block, **changes):
+    array = block.array(np.uint8, (64,))
+    view = host_view(array)
+    attributes = dict(ptr=view.ptr, layout=view.layout, dtype=view.dtype, readonly=False,
+                      is_device_accessible=False, device_id=-1, shape=view.shape)  # fmt: skip
+    attributes.update(changes)
+    return types.SimpleNamespace(**attributes)
+
+
+class _RaisingPtr:
+    layout = StridedLayout.dense((64,), 1)
+    dtype = np.dtype(np.uint8)
+    readonly = False
+    is_device_accessible = False
+    device_id = -1
+
+    @property
+    def ptr(self):
+        raise HostileError("ptr refuses")
+
+
+FORGED_LAYOUT = types.SimpleNamespace(
+    shape=(1 << 20,), strides=(1,), itemsize=1, volume=1 << 20, is_unique=True, ndim=1,
+    offset_bounds=(0, 63), slice_offset=0, strides_in_bytes=(1,), is_contiguous_c=True,
+    is_contiguous_f=True, is_contiguous_any=True, is_dense=True, min_offset=0, max_offset=63,
+)  # fmt: skip
+
+DUCKS = {
+    # a layout that is not a StridedLayout: its numbers were never validated
+    "layout_namespace": lambda b: _duck(b, layout=FORGED_LAYOUT, shape=(1 << 20,)),
+    "layout_tuple": lambda b: _duck(b, layout=((64,), (1,), 1)),
+    "ptr_float": lambda b: _duck(b, ptr=float(_duck(b).ptr)),
+    "ptr_string": lambda b: _duck(b, ptr=str(_duck(b).ptr)),
+    "ptr_negative": lambda b: _duck(b, ptr=-64),
+    "ptr_past_2_64": lambda b: _duck(b, ptr=2**64 - 8),
+    "ptr_raises": lambda b: _RaisingPtr(),
+}
+
+
+def _duck_case(name, role):
+    block = Poisoned(64)
+    duck = DUCKS[name](block)
+    other_block = Poisoned(1 << 20 if name == "layout_namespace" else 64, seed=1)
+    other = host_view(other_block.array(np.uint8))
+    dst, src = (duck, other) if role == "dst" else (other, duck)
+    refused(layoutkit.copy, dst, src, what=f"layoutkit.copy with a duck-typed {role} ({name})",
+            classes=(*DOCUMENTED_OR_HOSTILE,))  # fmt: skip
+    block.untouched(f"a refused copy with a lying duck-typed {role}")
+    other_block.untouched(f"a refused copy with a lying duck-typed {role}")
+
+
+for _name in DUCKS:
+    for _role in ("dst", "src"):
+        cases.add(f"copy_duck_{_role}_{_name}", lambda n=_name, r=_role: _duck_case(n, r))
+
+
+@cases.case
+def copy_refuses_non_views():
+    view = host_view(np.zeros(4))
+    for junk in (None, 4, "view", object(), [1.0, 2.0, 3.0, 4.0]):
+        for dst, src in ((junk, view), (view, junk)):
+            ok, _ = refused_or_ok(layoutkit.copy, dst, src, classes=DOCUMENTED_OR_HOSTILE)
+            if ok:  # converted (issue 10): then it must have copied correctly
+                check(isinstance(junk, list), f"layoutkit.copy accepted {junk!r}")
+
+
+@cases.case
+def copy_onto_itself_with_other_extent_1_strides():
+    """Found by the long copy fuzz: the same elements, described with another stride on an
+    extent-1 axis (a stride never used, DECISIONS 6), are refused as overlapping; a view
+    copied onto itself is a no-op (the copy docstring)."""
+    array = np.arange(6.0).reshape(3, 2)[:, :1]
+    same = as_strided(array, array.shape, (array.strides[0], 40))
+    for dst, src in ((array, same), (same, array)):
+        ok, exc = refused_or_ok(layoutkit.copy, host_view(dst), host_view(src))
+        check(ok, f"copying a view onto the same elements (strides {dst.strides} and "
+                  f"{src.strides}) is refused: {exc}")  # fmt: skip
+    check(array.ravel().tolist() == [0.0, 2.0, 4.0], "a copy onto itself changed the data")
+
+
+# ------------------------------------------------------------------ random copies, NumPy oracle
+DTYPES = (np.uint8, np.int16, np.uint32, np.int64, np.complex128)
+
+
+@st.composite
+def block_views(draw, block, dtype, shape=None):
+    """A view of an ndarray over ``block`` with random strides (negative, zero, gaps)."""
+    itemsize = np.dtype(dtype).itemsize
+    if shape is None:
+        ndim = draw(st.integers(0, 4))
+        shape = tuple(draw(st.lists(st.integers(0, 4), min_size=ndim, max_size=ndim)))
+    strides = draw(st.lists(st.integers(-9, 9), min_size=len(shape), max_size=len(shape)))
+    low = sum((e - 1) * s for e, s in zip(shape, strides) if s < 0 and e)
+    high = sum((e - 1) * s for e, s in zip(shape, strides) if s > 0 and e)
+    capacity = block.nbytes // itemsize
+    if high - low + 1 > capacity:
+        return None
+    first = draw(st.integers(-low, capacity - 1 - high))
+    element = np.ndarray((1,), dtype, buffer=block.inner, offset=first * itemsize)
+    array = as_strided(element, shape, tuple(s * itemsize for s in strides))
+    return host_view(array)
+
+
+def _numpy_of(view, raw, block):
+    """The NumPy array over ``raw`` (a copy of ``block``'s bytes) that ``view`` describes."""
+    base = raw[block.guard : block.guard + block.nbytes]
+    start = view.ptr - block.address
+    dtype = view.dtype
+    if not view.size:
+        return np.empty(view.shape, dtype)
+    first = np.ndarray((1,), dtype, buffer=base, offset=start)
+    return as_strided(first, view.shape, view.layout.strides_in_bytes)
+
+
+def _overlap(a, b):
+    if not a.size or not b.size:
+        return False
+
+    def span(v):
+        low, high = v.layout.offset_bounds
+        base = v.ptr - v.layout.slice_offset_in_bytes
+        return base + low * v.layout.itemsize, base + (high + 1) * v.layout.itemsize
+
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+
+
+def _random_copy(data):
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    same_block = data.draw(st.booleans(), label="same block")
+    dst_block = Poisoned(512, seed=1)
+    src_block = dst_block if same_block else Poisoned(512, seed=2)
+    dst = data.draw(block_views(dst_block, dtype), label="dst")
+    if dst is None:
+        return
+    src_shape = dst.shape[data.draw(st.integers(0, len(dst.shape))) :]
+    if data.draw(st.booleans()):
+        src_shape = tuple(1 if data.draw(st.booleans()) else e for e in src_shape)
+    src = data.draw(block_views(src_block, dtype, src_shape), label="src")
+    if src is None:
+        return
+    note((dst.layout, dst.ptr - dst_block.address, src.layout, src.ptr - src_block.address,
+          dtype, same_block))  # fmt: skip
+    expected_raw = dst_block.raw.copy()
+    expected_dst = _numpy_of(dst, expected_raw, dst_block)
+    source_values = _numpy_of(src, src_block.raw.copy(), src_block).copy()
+    ok, exc = refused_or_ok(layoutkit.copy, dst, src, what="layoutkit.copy")
+    unique = dst.layout.is_unique
+    overlap = same_block and _overlap(dst, src) and not (
+        dst.ptr == src.ptr and dst.layout == src.layout)  # fmt: skip
+    if not ok:
+        reasons = not unique or overlap
+        check(reasons, f"layoutkit.copy refused a valid copy: {type(exc).__name__}: {exc}")
+        dst_block.untouched("a refused copy")
+        if not same_block:
+            src_block.untouched("a refused copy")
+        return
+    check(unique or not dst.size, "a copy into a non-unique (aliasing) destination ran")
+    check(not overlap, "an overlapping copy ran (it must be refused)")
+    expected_dst[...] = source_values
+    diff = np.flatnonzero(dst_block.raw != expected_raw)
+    check(not diff.size,
+          f"the copy left {diff.size} byte(s) different from NumPy's result (first at "
+          f"{[int(i) - dst_block.guard for i in diff[:8]]} of the dst block; negative or "
+          f">= {dst_block.nbytes}: guards)")  # fmt: skip
+    if not same_block:
+        src_block.untouched("a copy (its source)")
+
+
+def _fuzz(examples, slow_examples=None):
+    @fuzz_settings(examples, slow_examples)
+    @given(st.data())
+    def run(data):
+        _random_copy(data)
+
+    return run
+
+
+cases.add("fuzz_copies_in_canary_memory", _fuzz(150), timeout=300)
+cases.add("fuzz_copies_in_canary_memory_long", _fuzz(250, 10000), timeout=3600, slow=True)
+
+
+cases.export(globals())

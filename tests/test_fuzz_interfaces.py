@@ -1,0 +1,406 @@
+"""Hostile ``__array_interface__`` / ``__cuda_array_interface__`` producers and host buffers.
+
+The rule (issue 9, "Every import door validates everything it is given before it returns
+a view"): an import either raises ``TypeError`` / ``ValueError`` / ``BufferError`` /
+``OverflowError`` (or lets a hostile object's own error through), or returns a view whose
+every attribute works, whose bytes lie in the 64-bit address space and inside the
+producer's buffer where its length is known, and which NumPy, reading the same dict,
+agrees with. Nothing is written by an import.
+"""
+
+import functools
+import gc
+import mmap
+
+import numpy as np
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import (
+    DOCUMENTED_OR_HOSTILE,
+    Poisoned,
+    check,
+    check_view,
+    refused,
+    refused_or_ok,
+)
+from helpers.hostile_objects import (
+    CountingIndex,
+    FakeInterface,
+    ShiftingInterface,
+    numpy_reading,
+)
+from helpers.hostile_strategies import fuzz_settings, interface_dicts
+from hypothesis import given
+from hypothesis import strategies as st
+
+import layoutkit
+from layoutkit import StridedMemoryView
+
+cases = Cases(__name__)
+AI = "__array_interface__"
+CAI = "__cuda_array_interface__"
+
+
+def _import(obj, name):
+    if name == AI:
+        return StridedMemoryView.from_array_interface(obj)
+    return StridedMemoryView.from_cuda_array_interface(obj, -1)
+
+
+def _block():
+    return Poisoned(4096)
+
+
+def _expect_refused_at_import(interface, name, what):
+    """The import itself must refuse (not a property read afterwards)."""
+    block = _block()
+    interface = dict(interface)
+    if interface.get("data") == "BLOCK":
+        interface["data"] = (block.address, False)
+    obj = FakeInterface(interface, name, keep=block)
+    ok, view = refused_or_ok(_import, obj, name, what=what, classes=DOCUMENTED_OR_HOSTILE)
+    if ok:
+        check_view(view, what, where=name == AI)  # names the attribute that fails late
+        raise AssertionError(f"{what}: accepted, giving shape {view.shape}, strides "
+                             f"{view.strides}, dtype {view.dtype}; it must be refused")  # fmt: skip
+    block.untouched(what)
+
+
+def _interface(**entries):
+    interface = {"version": 3, "typestr": "<f8", "data": "BLOCK"}
+    interface.update(entries)
+    return interface
+
+
+REFUSED = {
+    # issue 9: refused at import, not at the first .shape
+    "negative_extent": _interface(shape=(-1,)),
+    "negative_extent_in_zero_volume": _interface(shape=(0, -1)),
+    "stride_not_multiple_of_itemsize": _interface(shape=(2,), strides=(3,)),
+    "itemsize_zero": _interface(shape=(2,), typestr="|V0"),
+    "strides_wrong_length": _interface(shape=(2,), strides=(8, 8)),
+    "extent_beyond_int64": _interface(shape=(2**63,)),
+    "volume_beyond_int64": _interface(shape=(2**32, 2**32)),
+    "float_extent": _interface(shape=(2.0,)),
+    "string_strides": _interface(shape=(2,), strides="ab"),
+    "string_extent": _interface(shape=("2",)),
+    "too_many_dimensions": _interface(shape=(1,) * 65),
+    "byte_span_beyond_int64": _interface(shape=(2, 2), strides=(2**62, 2**62), typestr="|u1"),
+    # pointers: no truncation, no parsing, 64 bits
+    "pointer_float": dict(_interface(shape=(2,)), data=(4096.0, False)),
+    "pointer_string": dict(_interface(shape=(2,)), data=("4096", False)),
+    "pointer_negative": dict(_interface(shape=(2,)), data=(-8, False)),
+    "pointer_end_past_2_64": dict(_interface(shape=(2,)), data=(2**64 - 8, False)),
+    "pointer_2_64": dict(_interface(shape=(1,)), data=(2**64, False)),
+    "negative_strides_start_below_0": dict(_interface(shape=(3,), strides=(-8,)), data=(8, False)),
+    "data_three_entries": dict(_interface(shape=(2,)), data=(4096, False, 0)),
+    "mask": _interface(shape=(2,), mask="BLOCK"),
+    "shape_not_a_sequence": _interface(shape=2),
+    "object_dtype": _interface(shape=(2,), typestr="|O"),
+}
+
+
+for _name, _entries in REFUSED.items():
+    for _kind in (AI, CAI):
+        _prefix = "ai" if _kind == AI else "cai"
+        cases.add(
+            f"{_prefix}_{_name}",
+            functools.partial(_expect_refused_at_import, _entries, _kind, f"{_kind} {_name}"),
+        )
+
+
+# ------------------------------------------------------------------ buffer objects as data
+def _buffer_interface(data, **entries):
+    interface = {"version": 3, "typestr": "<f8", "data": data}
+    interface.update(entries)
+    return interface
+
+
+def _address_of(buffer):
+    return np.frombuffer(buffer, np.uint8).__array_interface__["data"][0]
+
+
+BUFFER_REFUSED = {
+    # issue 9: the buffer's length is known, so a larger description is refused
+    "buffer_smaller_than_described": dict(size=8, shape=(1000,)),
+    "bytes_smaller_than_described": dict(size=8, shape=(1000,), immutable=True),
+    "offset_past_the_end": dict(size=64, shape=(4,), offset=40),
+    "offset_negative": dict(size=64, shape=(1,), offset=-8),
+    "offset_huge": dict(size=64, shape=(1,), offset=2**70),
+    "offset_float": dict(size=64, shape=(1,), offset=1.5),
+    "offset_integral_float": dict(size=64, shape=(1,), offset=8.0),
+    "offset_string": dict(size=64, shape=(1,), offset="8"),
+    "strides_past_the_end": dict(size=64, shape=(2,), strides=(64,)),
+    "negative_strides_before_the_start": dict(size=64, shape=(2,), strides=(-8,)),
+}
+
+
+def _buffer_refused(name):
+    spec = dict(BUFFER_REFUSED[name])
+    size = spec.pop("size")
+    immutable = spec.pop("immutable", False)
+    data = bytes(range(size)) if immutable else bytearray(range(size))
+    before = bytes(data)
+    obj = FakeInterface(_buffer_interface(data, **spec))
+    what = f"__array_interface__ with data=<{size}-byte {type(data).__name__}> and {spec}"
+    ok, view = refused_or_ok(_import, obj, AI, what=what)
+    if ok:
+        check_view(view, what, within=(_address_of(data), size))
+        raise AssertionError(f"{what}: accepted ({view.shape}, {view.strides}); refuse it")
+    check(bytes(data) == before, f"{what}: the import wrote into the buffer")
+
+
+for _name in BUFFER_REFUSED:
+    cases.add(f"ai_{_name}", functools.partial(_buffer_refused, _name))
+
+
+@cases.case
+def ai_buffer_with_offset_inside_is_read_correctly():
+    """The valid use of ``offset``: the view starts ``offset`` bytes into the buffer."""
+    data = bytearray(np.arange(8, dtype=np.float64).tobytes())
+    view = _import(FakeInterface(_buffer_interface(data, shape=(3,), offset=16)), AI)
+    check_view(view, "data=bytearray, offset=16", within=(_address_of(data), 64))
+    check(np.from_dlpack(view).tolist() == [2.0, 3.0, 4.0], "offset 16 read the wrong elements")
+
+
+# ------------------------------------------------------------------ descr and typestr
+def _descr_case(typestr, descr):
+    block = _block()
+    interface = {"version": 3, "shape": (2,), "typestr": typestr, "descr": descr,
+                 "data": (block.address, False)}  # fmt: skip
+    itemsize = np.dtype(typestr).itemsize
+    what = f"typestr {typestr!r} with descr {descr!r}"
+    ok, view = refused_or_ok(_import, FakeInterface(interface), AI, what=what)
+    if ok:
+        check_view(view, what)
+        check(view.dtype.itemsize == itemsize,
+              f"{what}: the view's dtype {view.dtype} (itemsize {view.dtype.itemsize}) "
+              f"overrides the typestr's itemsize {itemsize}; refuse the mismatch")  # fmt: skip
+
+
+cases.add("ai_descr_itemsize_differs_from_void_typestr",
+          functools.partial(_descr_case, "|V8", [("a", "<f4")]))  # fmt: skip
+cases.add("ai_descr_itemsize_differs_from_typestr",
+          functools.partial(_descr_case, "<f8", [("", "<f4")]))  # fmt: skip
+cases.add("ai_descr_larger_than_typestr",
+          functools.partial(_descr_case, "|V4", [("a", "<f8"), ("b", "<f8")]))  # fmt: skip
+
+
+# ------------------------------------------------------------------ producers that change
+@cases.case
+def ai_extent_read_twice_gives_another_value():
+    """Time of check, time of use: an extent whose ``__index__`` grows on every read. The
+    view must use the value it validated (fits the 64-byte buffer) or refuse."""
+    data = bytearray(64)
+    interface = _buffer_interface(data, shape=(CountingIndex(8, 1000),), typestr="|u1")
+    what = "a shape whose __index__ gives 8, then 1008, then 2008, ..."
+    ok, view = refused_or_ok(_import, FakeInterface(interface), AI, what=what,
+                             classes=DOCUMENTED_OR_HOSTILE)  # fmt: skip
+    if ok:
+        check_view(view, what, within=(_address_of(data), 64))
+
+
+@cases.case
+def ai_stride_read_twice_gives_another_value():
+    data = bytearray(64)
+    interface = _buffer_interface(data, shape=(2,), strides=(CountingIndex(8, 1000),),
+                                  typestr="|u1")  # fmt: skip
+    what = "strides whose __index__ gives 8, then 1008, ..."
+    ok, view = refused_or_ok(_import, FakeInterface(interface), AI, what=what,
+                             classes=DOCUMENTED_OR_HOSTILE)  # fmt: skip
+    if ok:
+        check_view(view, what, within=(_address_of(data), 64))
+
+
+@cases.case
+def any_interface_reads_a_shifting_interface_once():
+    """``__array_interface__`` returns a small description, then a huge one: whatever is
+    used must be what was validated (the data buffer is 64 bytes)."""
+    data = bytearray(64)
+    small = _buffer_interface(data, shape=(8,))
+    huge = _buffer_interface(data, shape=(1 << 20,))
+    for make in (StridedMemoryView.from_array_interface,
+                 lambda o: StridedMemoryView.from_any_interface(o, -1)):  # fmt: skip
+        obj = ShiftingInterface(small, huge)
+        ok, view = refused_or_ok(make, obj, what="a shifting __array_interface__")
+        if ok:
+            check_view(view, "a shifting __array_interface__", within=(_address_of(data), 64))
+
+
+# ------------------------------------------------------------------ arrays that change after import
+def _reshaped_after_import(make, change):
+    array = np.zeros((2, 3), np.float64)
+    view = make(array)
+    shape, strides, dtype = view.shape, view.strides, view.dtype
+    change(array)
+    byte_strides = view.layout.strides_in_bytes
+    exported = np.from_dlpack(view)
+    check((exported.shape, exported.strides, exported.dtype) == (shape, byte_strides, dtype),
+          f"after the array changed, the view exports shape {exported.shape} strides "
+          f"{exported.strides} dtype {exported.dtype}; it was imported as {shape} "
+          f"{byte_strides} {dtype}")  # fmt: skip
+    check(view.shape == shape and view.strides == strides, "the view itself changed shape")
+    interface = view.__array_interface__
+    check(tuple(interface["shape"]) == shape and tuple(interface["strides"]) == byte_strides,
+          f"__array_interface__ exports shape {interface['shape']} strides "
+          f"{interface['strides']}, not {shape} {byte_strides}")  # fmt: skip
+    capsule_view = StridedMemoryView.from_dlpack(_Holder(view.__dlpack__(max_version=(1, 0))), -1)
+    check(capsule_view.shape == shape, f"__dlpack__ exports shape {capsule_view.shape}")
+
+
+class _Holder:
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def _set_shape(array):
+    array.shape = (3, 2)
+
+
+def _set_flat(array):
+    array.shape = (6,)
+
+
+def _set_dtype(array):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array.dtype = np.int64
+
+
+def _set_strides(array):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array.strides = (0, 8)  # deprecated in NumPy 2.4, still allowed
+
+
+IMPORTS = {
+    "array_interface": StridedMemoryView.from_array_interface,
+    "dlpack": lambda a: StridedMemoryView.from_dlpack(a, -1),
+    "any_interface": lambda a: StridedMemoryView.from_any_interface(a, -1),
+}
+for _door, _make in IMPORTS.items():
+    for _change in (_set_shape, _set_flat, _set_dtype, _set_strides):
+        cases.add(f"ndarray{_change.__name__}_after_{_door}_import",
+                  functools.partial(_reshaped_after_import, _make, _change))  # fmt: skip
+
+
+# ------------------------------------------------------------------ buffer exporters held
+def _exporter_cannot_release(make, release, what):
+    storage, holder = make()
+    view = StridedMemoryView.from_array_interface(holder)
+    expected = np.from_dlpack(view).copy()
+    refused(release, storage, what=f"{what} while a view of it exists", classes=(BufferError,))
+    check(np.array_equal(np.from_dlpack(view), expected), f"{what}: the view's data changed")
+    del view
+    gc.collect()
+    release(storage)  # allowed once the view is gone: the view released its export
+
+
+def _bytearray():
+    storage = bytearray(range(64))
+    return storage, storage
+
+
+def _mmap():
+    storage = mmap.mmap(-1, 4096)
+    storage.write(bytes(range(64)))
+    return storage, storage
+
+
+cases.add("bytearray_cannot_resize_under_a_view",
+          functools.partial(_exporter_cannot_release, _bytearray,
+                            lambda b: b.extend(b"x" * (1 << 20)), "resizing a bytearray"))  # fmt: skip
+cases.add("mmap_cannot_close_under_a_view",
+          functools.partial(_exporter_cannot_release, _mmap, lambda m: m.close(),
+                            "closing an mmap"))  # fmt: skip
+
+
+@cases.case
+def released_memoryview_leaves_the_memory_exported():
+    """Releasing the memoryview a view was made from may succeed (the view holds its own
+    export of the same memory), but the memory must stay exported and intact."""
+    storage = bytearray(range(64))
+    exported = memoryview(storage)
+    view = StridedMemoryView.from_array_interface(exported)
+    refused_or_ok(exported.release, classes=(BufferError,))
+    refused(storage.extend, b"x" * (1 << 20), what="resizing the bytearray under a view",
+            classes=(BufferError,))  # fmt: skip
+    check(np.from_dlpack(view).tolist() == list(range(64)), "the view's data changed")
+
+
+@cases.case
+def bytes_data_is_read_only_and_never_written():
+    data = bytes(range(64))
+    view = StridedMemoryView.from_array_interface(data)
+    check(view.readonly, "a view of bytes is not read-only")
+    source = StridedMemoryView.from_array_interface(np.zeros(64, np.uint8))
+    refused(view.copy_from, source, what="copy into a view of bytes")
+    refused(layoutkit.copy, view, source, what="layoutkit.copy into a view of bytes")
+    check(data == bytes(range(64)), "a bytes object was written")
+
+
+# ------------------------------------------------------------------ hypothesis: random dicts
+def _numpy_agrees(view, interface, array, what):
+    """Where NumPy reads the same raw-pointer dict, the view must describe the same memory."""
+    if not isinstance(array, np.ndarray) or not view.size:
+        return
+    check(view.shape == array.shape, f"{what}: shape {view.shape}, NumPy {array.shape}")
+    check(view.ptr == array.ctypes.data, f"{what}: ptr {view.ptr:#x}, NumPy {array.ctypes.data:#x}")
+    mine = [s for s, e in zip(view.layout.strides_in_bytes, view.shape) if e != 1]
+    numpy = [s for s, e in zip(array.strides, array.shape) if e != 1]
+    check(mine == numpy, f"{what}: byte strides {mine}, NumPy {numpy}")
+    if "descr" not in interface:
+        check(view.dtype == array.dtype, f"{what}: dtype {view.dtype}, NumPy {array.dtype}")
+    if not array.flags.writeable:
+        check(view.readonly, f"{what}: NumPy reads it read-only, the view is writable")
+
+
+def _fuzz_interface(name, data):
+    block = _block()
+    pointers = st.one_of(
+        st.integers(0, 64).map(lambda k: block.address + 8 * k),
+        st.sampled_from([0, 8, 2**63, 2**64 - 8, 2**64 - 1]),
+    )
+    interface = data.draw(interface_dicts(pointers, cuda=name == CAI), label="interface")
+    note(interface)
+    obj = FakeInterface(interface, name, keep=block)
+    what = f"{name} {interface!r}"
+    ok, view = refused_or_ok(_import, obj, name, what=what, classes=DOCUMENTED_OR_HOSTILE)
+    if ok:
+        raw = interface.get("data")
+        within = None
+        if raw is not None and not isinstance(raw, tuple | list):
+            with memoryview(raw) as exported:
+                within = (_address_of(exported.cast("B")), exported.nbytes)
+        check_view(view, what, where=name == AI, within=within)
+        if name == AI and isinstance(raw, tuple):
+            _numpy_agrees(view, interface, numpy_reading(FakeInterface(interface)), what)
+    block.untouched(what)
+
+
+def _fuzz_case(name, examples, slow_examples):
+    @fuzz_settings(examples, slow_examples)
+    @given(st.data())
+    def run(data):
+        _fuzz_interface(name, data)
+
+    return run
+
+
+cases.add("fuzz_array_interface_dicts", _fuzz_case(AI, 250, None), timeout=300)
+cases.add("fuzz_cuda_array_interface_dicts", _fuzz_case(CAI, 150, None), timeout=300)
+cases.add("fuzz_array_interface_dicts_long", _fuzz_case(AI, 400, 20000), timeout=1800, slow=True)
+cases.add("fuzz_cuda_array_interface_dicts_long", _fuzz_case(CAI, 300, 15000), timeout=1800,
+          slow=True)  # fmt: skip
+
+
+cases.export(globals())

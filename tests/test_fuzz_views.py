@@ -1,0 +1,221 @@
+"""Junk into every ``StridedMemoryView`` constructor and method, and into the exports.
+
+The rule: only ``TypeError`` / ``ValueError`` / ``BufferError`` / ``OverflowError`` /
+``AxisError`` (or a hostile object's own error) escape; a view that comes back passes
+:func:`~helpers.hostile.check_view`; an exported capsule can be consumed by NumPy and
+describes the view; nothing is written.
+"""
+
+import functools
+import warnings
+
+import numpy as np
+from helpers.hostile import Cases, note
+from helpers.hostile_checks import (
+    DOCUMENTED_OR_HOSTILE,
+    Poisoned,
+    check,
+    check_view,
+    host_view,
+    refused,
+    refused_or_ok,
+)
+from helpers.hostile_objects import FakeInterface, RaisingAttribute
+from helpers.hostile_strategies import fuzz_settings, int_likes, int_sequences, junk
+from hypothesis import given
+from hypothesis import strategies as st
+
+import layoutkit
+from layoutkit import Buffer, HostMemoryResource, StridedLayout, StridedMemoryView
+
+cases = Cases(__name__)
+
+
+class _Holder:
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def _sample_views(block):
+    array = block.array(np.float64, (4, 6))
+    buffer = host_view(block.array(np.uint8)).buffer
+    return [
+        host_view(array),
+        host_view(array[::2, ::-3]),
+        StridedMemoryView.from_dlpack(array.T, -1),
+        StridedMemoryView.from_buffer(buffer, StridedLayout.dense((8,), 8), None),
+        StridedMemoryView.from_array_interface(bytes(16)),
+        host_view(np.zeros((0, 3), np.int16)),
+        host_view(np.float32(3.0).reshape(())),
+    ]
+
+
+_stream = st.one_of(st.none(), st.sampled_from([-1, 0, 1, 2]), int_likes, junk)
+_layouts = st.one_of(
+    st.sampled_from([
+        StridedLayout.dense((4, 6), 8), StridedLayout.dense((100,), 8), StridedLayout((2,), (-1,), 8),
+        StridedLayout.dense((6, 4), 8).permuted((1, 0)), StridedLayout.dense((3,), 8).broadcast_to((2, 3)),
+        StridedLayout.dense((48,), 4), StridedLayout.dense((192,), 1), StridedLayout((), None, 8),
+    ]),
+    junk,
+)  # fmt: skip
+_dtypes = st.one_of(
+    st.sampled_from([None, np.float64, "f8", "i8", "u1", "f4", "V8", object, "O", "M8[s]",
+                     ">f8", "bfloat16", "not a dtype", np.dtype([("a", "<f4"), ("b", "<i4")])]),
+    junk,
+)  # fmt: skip
+_max_versions = st.one_of(
+    st.sampled_from([None, (1, 0), (1, 3), (0, 9), (2, 0), (True, 0), (1,), (1, 0, 0), [1, 0]]),
+    st.tuples(int_likes, int_likes), junk,
+)  # fmt: skip
+_dl_devices = st.one_of(
+    st.sampled_from([None, (1, 0), (2, 0), (1, 1), (13, 0), (1,), "cpu", 5]),
+    st.tuples(int_likes, int_likes), junk,
+)  # fmt: skip
+
+OPERATIONS = {
+    "from_dlpack": lambda d, v: StridedMemoryView.from_dlpack(
+        d.draw(st.one_of(st.just(np.arange(3.0)), junk)), d.draw(_stream)),
+    "from_array_interface": lambda d, v: StridedMemoryView.from_array_interface(
+        d.draw(st.one_of(junk, st.just(FakeInterface(None)),
+                         st.just(RaisingAttribute("__array_interface__"))))),
+    "from_cuda_array_interface": lambda d, v: StridedMemoryView.from_cuda_array_interface(
+        d.draw(st.one_of(junk, st.just(RaisingAttribute("__cuda_array_interface__")))),
+        d.draw(_stream)),
+    "from_any_interface": lambda d, v: StridedMemoryView.from_any_interface(
+        d.draw(st.one_of(junk, st.just(np.arange(3.0)), st.just(bytearray(8)))), d.draw(_stream)),
+    "from_buffer": lambda d, v: StridedMemoryView.from_buffer(
+        d.draw(st.one_of(st.just(v.buffer), junk)), d.draw(_layouts), d.draw(_dtypes),
+        d.draw(st.one_of(st.booleans(), junk))),
+    "view": lambda d, v: v.view(d.draw(st.one_of(st.none(), _layouts)), d.draw(_dtypes)),
+    "__dlpack__": lambda d, v: v.__dlpack__(
+        stream=d.draw(_stream), max_version=d.draw(_max_versions), dl_device=d.draw(_dl_devices),
+        copy=d.draw(st.one_of(st.none(), st.booleans(), junk))),
+    "copy_from": lambda d, v: v.copy_from(d.draw(st.one_of(junk, st.just(v))),
+                                          stream=d.draw(_stream)),
+    "copy": lambda d, v: layoutkit.copy(v, d.draw(st.one_of(junk, st.just(v))), d.draw(_stream)),
+    "deprecated_constructor": lambda d, v: StridedMemoryView(
+        d.draw(st.one_of(junk, st.just(np.arange(3.0)))), d.draw(_stream)),
+    "args_viewable": lambda d, v: layoutkit.args_viewable_as_strided_memory(
+        d.draw(st.one_of(int_sequences(), junk)))(lambda *a: a)(v, v, v),
+    "Buffer.from_handle": lambda d, v: Buffer.from_handle(
+        d.draw(st.one_of(int_likes, junk)), d.draw(st.one_of(int_likes, junk)),
+        d.draw(st.one_of(st.none(), junk)), d.draw(st.one_of(st.none(), junk))),
+    "HostMemoryResource.allocate": lambda d, v: HostMemoryResource().allocate(
+        d.draw(st.one_of(st.integers(-2, 4096), junk))),
+}  # fmt: skip
+
+
+def _check_result(name, result, what):
+    if isinstance(result, StridedMemoryView):
+        check_view(result, what, where=name != "from_cuda_array_interface")
+    elif name == "__dlpack__":
+        exported = np.from_dlpack(_Holder(result))
+        check(exported.shape == () or exported.ndim >= 0, f"{what}: unreadable capsule")
+    elif isinstance(result, Buffer):
+        result.close()
+
+
+def _junk_call(data):
+    block = Poisoned(512)
+    views = _sample_views(block)
+    view = data.draw(st.sampled_from(views), label="view")
+    name = data.draw(st.sampled_from(sorted(OPERATIONS)), label="operation")
+    note((name, view))
+    what = f"{name} on {view.shape} {view.dtype}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        # an argument index past the call's arguments: IndexError, as Python's own
+        classes = (*DOCUMENTED_OR_HOSTILE, IndexError) if name == "args_viewable" else (
+            DOCUMENTED_OR_HOSTILE)  # fmt: skip
+        ok, result = refused_or_ok(OPERATIONS[name], data, view, what=what, classes=classes)
+    if ok:
+        _check_result(name, result, what)
+    if name not in ("copy_from", "copy"):
+        block.untouched(what)
+    del result
+
+
+def _fuzz(examples, slow_examples=None):
+    @fuzz_settings(examples, slow_examples)
+    @given(st.data())
+    def run(data):
+        _junk_call(data)
+
+    return run
+
+
+cases.add("fuzz_view_entry_points_with_junk", _fuzz(500), timeout=600)
+cases.add("fuzz_view_entry_points_with_junk_long", _fuzz(1000, 40000), timeout=3600, slow=True)
+
+
+# ------------------------------------------------------------------ named export cases
+EXPORT_JUNK = {
+    "max_version_bool_major": dict(max_version=(True, 0)),
+    "max_version_one_entry": dict(max_version=(1,)),
+    "max_version_list": dict(max_version=[1, 0]),
+    "max_version_strings": dict(max_version=("1", "0")),
+    "max_version_huge": dict(max_version=(2**70, 0)),
+    "dl_device_string": dict(max_version=(1, 0), dl_device="cpu"),
+    "dl_device_three": dict(max_version=(1, 0), dl_device=(1, 0, 0)),
+    "dl_device_int": dict(max_version=(1, 0), dl_device=1),
+    "stream_object": dict(max_version=(1, 0), stream=object()),
+    "stream_float": dict(max_version=(1, 0), stream=1.5),
+    "copy_true": dict(max_version=(1, 0), copy=True),
+}
+
+
+def _export_junk(name):
+    view = host_view(np.arange(6.0))
+    ok, capsule = refused_or_ok(view.__dlpack__, what=f"__dlpack__(**{EXPORT_JUNK[name]})",
+                                **EXPORT_JUNK[name])  # fmt: skip
+    if ok:
+        exported = np.from_dlpack(_Holder(capsule))
+        check(exported.tolist() == list(range(6)), f"__dlpack__(**{EXPORT_JUNK[name]})")
+
+
+for _name in EXPORT_JUNK:
+    cases.add(f"dlpack_export_{_name}", functools.partial(_export_junk, _name))
+
+
+@cases.case
+def cpu_tensor_with_a_stream_handle():
+    """Found by the fuzz: a stream handle for a CPU producer reached NumPy's ``__dlpack__``
+    (DLPack gives CPU producers ``stream=None``) and NumPy's RuntimeError escaped."""
+    for stream in (1, 2, 7, 2**40):
+        for door in (StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface):
+            ok, view = refused_or_ok(door, np.arange(3.0), stream,
+                                     what=f"{door.__name__}(ndarray, stream_ptr={stream})")  # fmt: skip
+            if ok:
+                check_view(view, f"{door.__name__}(ndarray, {stream})")
+
+
+@cases.case
+def export_of_a_view_without_dtype_is_refused():
+    buffer = host_view(np.zeros(8)).buffer
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((8,), 8), None)
+    refused(view.__dlpack__, max_version=(1, 0), what="__dlpack__ of a view without a dtype",
+            classes=(BufferError,))  # fmt: skip
+    interface = view.__array_interface__
+    check(np.asarray(FakeInterface(interface)).nbytes == 64, "void export of a dtype-less view")
+
+
+@cases.case
+def object_arrays_are_refused_by_every_door():
+    array = np.array([object(), object()])
+    for door, call in {
+        "from_array_interface": lambda: StridedMemoryView.from_array_interface(array),
+        "from_dlpack": lambda: StridedMemoryView.from_dlpack(array, -1),
+        "from_any_interface": lambda: StridedMemoryView.from_any_interface(array, -1),
+        "view(dtype=object)": lambda: host_view(np.zeros(2)).view(None, object),
+    }.items():
+        refused(call, what=f"{door} of Python objects")
+
+
+cases.export(globals())
