@@ -1,11 +1,11 @@
-"""``copy(dst, src, stream=None)``: validate two views, plan, and run the plan.
+"""``copy(dst, src, stream=None)``: validate two views, plan from their layouts, run the plan.
 
 A view is anything with ``ptr`` (address of element zero), ``layout`` (a
 ``StridedLayout``), ``dtype``, ``readonly``, ``is_device_accessible`` and ``device_id``,
 such as :class:`layoutkit.StridedMemoryView`.
 """
 
-from layoutkit.copy.plan import broadcast_source_strides, byte_extent, plan_copy
+from layoutkit.copy.plan import plan_copy
 
 __all__ = ["copy"]
 
@@ -35,22 +35,35 @@ def _check_dtypes(dst, src, dst_layout, src_layout):
         )
 
 
-def _broadcast_src_strides(dst_layout, src_layout):
-    return broadcast_source_strides(dst_layout.shape, src_layout.shape, src_layout.strides)
+def _broadcast(dst_layout, src_layout):
+    """The source layout broadcast to the destination's shape (``broadcast_to``)."""
+    if src_layout.shape == dst_layout.shape:
+        return src_layout
+    try:
+        return src_layout.broadcast_to(dst_layout.shape)
+    except ValueError:
+        raise ValueError(
+            f"src shape {src_layout.shape} cannot be broadcast to dst shape {dst_layout.shape}"
+        ) from None
 
 
-def _overlapping(dst, src, dst_layout, src_strides):
+def _span(view, layout):
+    """The byte range ``[lo, hi)`` of a view's elements (``offset_bounds``), absolute."""
+    low, high = layout.offset_bounds
+    itemsize = layout.itemsize
+    base = view.ptr - layout.slice_offset * itemsize
+    return base + low * itemsize, base + (high + 1) * itemsize
+
+
+def _overlapping(dst, src, dst_layout, src_layout):
     """Whether the byte ranges of the two views intersect.
 
     Host and device pointers share one (unified) address space, so ranges of any two
     views are compared: distinct allocations never intersect.
     """
-    itemsize = dst_layout.itemsize
-    d_lo, d_hi = byte_extent(dst_layout.shape, dst_layout.strides, itemsize)
-    s_lo, s_hi = byte_extent(dst_layout.shape, src_strides, itemsize)
-    if d_lo == d_hi or s_lo == s_hi:
-        return False
-    return dst.ptr + d_lo < src.ptr + s_hi and src.ptr + s_lo < dst.ptr + d_hi
+    d_lo, d_hi = _span(dst, dst_layout)
+    s_lo, s_hi = _span(src, src_layout)
+    return d_lo < s_hi and s_lo < d_hi
 
 
 def copy(dst, src, stream=None):
@@ -72,7 +85,10 @@ def copy(dst, src, stream=None):
     device-accessible memory is queued on ``stream``. A copy into host-only memory from
     device memory returns once the data has arrived. Overlapping views are refused
     (copy through a temporary instead), except a view copied onto itself, which is a
-    no-op.
+    no-op. A copy between device-accessible views can be captured into a CUDA graph
+    on a capturing ``stream`` (it allocates nothing and never waits); run it once
+    before capturing, so its kernel is compiled. A copy with a host-only side cannot be
+    captured and raises ``RuntimeError`` on a capturing stream.
 
     Raises
     ------
@@ -96,9 +112,9 @@ def copy(dst, src, stream=None):
     """
     _check_view(dst, "dst")
     _check_view(src, "src")
-    dst_layout, src_layout = dst.layout, src.layout
-    _check_dtypes(dst, src, dst_layout, src_layout)
-    src_strides = _broadcast_src_strides(dst_layout, src_layout)
+    dst_layout, src_own_layout = dst.layout, src.layout
+    _check_dtypes(dst, src, dst_layout, src_own_layout)
+    src_layout = _broadcast(dst_layout, src_own_layout)
     if dst.readonly:
         raise ValueError("dst is read-only")
     if dst_layout.volume == 0:
@@ -108,8 +124,8 @@ def copy(dst, src, stream=None):
             f"dst layout is not unique (shape {dst_layout.shape}, strides {dst_layout.strides}): "
             "a broadcast destination cannot be written"
         )
-    if _overlapping(dst, src, dst_layout, src_strides):
-        if dst.ptr == src.ptr and tuple(dst_layout.strides) == tuple(src_strides):
+    if _overlapping(dst, src, dst_layout, src_layout):
+        if dst.ptr == src.ptr and dst_layout.strides == src_layout.strides:
             return
         raise ValueError(
             "dst and src overlap in memory; copy src into a temporary first "
@@ -117,16 +133,7 @@ def copy(dst, src, stream=None):
         )
     dst_on_device = bool(dst.is_device_accessible)
     src_on_device = bool(src.is_device_accessible)
-    plan = plan_copy(
-        dst_layout.shape,
-        dst_layout.strides,
-        src_strides,
-        dst_layout.itemsize,
-        dst.ptr,
-        src.ptr,
-        dst_on_device,
-        src_on_device,
-    )
+    plan = plan_copy(dst_layout, src_layout, dst.ptr, src.ptr, dst_on_device, src_on_device)
     if not dst_on_device and not src_on_device:
         from layoutkit.copy.cpu import run_host_plan
 
@@ -134,4 +141,4 @@ def copy(dst, src, stream=None):
         return
     from layoutkit.copy._transfer import run_device_plan
 
-    run_device_plan(plan, dst, src, dst_layout, src_strides, stream)
+    run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stream)
