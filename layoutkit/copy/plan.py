@@ -87,8 +87,9 @@ ROW_AXES = 6
 #: Chunked axes of a ``direct`` or ``tiled`` tile (its first grid axes; their remaining
 #: extents mask a partly filled tile).
 MASK_AXES = 3
-#: Grid axes are padded to one of these counts (fewer kernel specialisations).
-GRID_SIZES = (4, 8, 16, 32, 66)
+#: Grid axes are padded to one of these counts (fewer kernel specialisations; an unused
+#: axis costs a few integer operations per tile).
+GRID_SIZES = (8, 16, 66)
 #: A run along the destination's fastest axis that is contiguous on both sides and at
 #: least this long (bytes) is moved by ``direct``: a warp then reads whole 32-byte sectors
 #: of the source without a transpose. Shorter common runs (a transpose of 12-byte
@@ -116,9 +117,12 @@ _BIG = 1 << 62  # a remaining extent that never masks anything
 
 
 # ----------------------------------------------------------------------------- plans
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Launch:
     """One kernel launch of a device plan (see :mod:`layoutkit.copy.gpu`).
+
+    Compared and hashed by identity (a plan's launches key the prepared launchers, once
+    per copy call); :attr:`identity` holds what defines the launch.
 
     Attributes
     ----------
@@ -146,6 +150,11 @@ class Launch:
     tiles: int
     in_flight: int
     text: str
+
+    @property
+    def identity(self):
+        """The kernel, its specialisation, arguments and offsets: equal for equal launches."""
+        return (self.kernel, self.key, self.args, self.dst_offset, self.src_offset)
 
 
 @dataclass(frozen=True)
@@ -482,27 +491,24 @@ def _row_arguments(shape, strides_a, strides_b, row_axes, tile):
 
 
 def _order_rows(axes, strides, tile, shape):
-    """Row axes: the side's fastest first, the chunked axes (at most two) last."""
-    whole = sorted((k for k in axes if tile[k] == shape[k]), key=lambda k: abs(strides[k]))
-    chunked = sorted((k for k in axes if tile[k] != shape[k]), key=lambda k: abs(strides[k]))
-    if len(chunked) > 2:
+    """Row axes, the side's fastest first (so neighbouring rows are near in memory), or
+    None with more than two chunked axes (a row table masks two)."""
+    if sum(tile[k] < shape[k] for k in axes) > 2:
         return None
-    return whole + chunked
+    return sorted(axes, key=lambda k: abs(strides[k]))
 
 
 def _row_masks(rows, tile, shape, chunk_axes):
-    """Mask arguments of a row table: ``(inner, extent, sel)`` of the second-last row axis
-    and ``(inner, sel)`` of the last, for the chunked ones (sel: their grid axis; 3 and a
-    huge extent for none). A row's coordinate along the last axis is ``q // inner``,
-    along the second-last ``q // inner % extent``."""
-    first = (1, _BIG, len(chunk_axes))
-    second = (1, len(chunk_axes))
-    if rows and tile[rows[-1]] < shape[rows[-1]]:
-        second = (_volume(tile[k] for k in rows[:-1]), chunk_axes.index(rows[-1]))
-        if len(rows) > 1 and tile[rows[-2]] < shape[rows[-2]]:
-            axis = rows[-2]
-            first = (_volume(tile[k] for k in rows[:-2]), tile[axis], chunk_axes.index(axis))
-    return first + second
+    """Mask arguments of a row table: ``(inner, extent, sel)`` of its first chunked axis,
+    then of its second (sel: the chunk's grid axis; ``MASK_AXES`` when there is none). A
+    row ``q``'s coordinate along such an axis is ``q // inner % extent``."""
+    out = []
+    for position, axis in enumerate(rows):
+        if tile[axis] < shape[axis]:
+            inner = _volume(tile[k] for k in rows[:position])
+            out.append((inner, tile[axis], chunk_axes.index(axis)))
+    out += [(1, _BIG, MASK_AXES)] * (2 - len(out))
+    return out[0] + out[1]
 
 
 # ----------------------------------------------------------------------------- direct
@@ -618,14 +624,36 @@ class _Tile:
     def run_bytes(self, side):
         return self.unit * _volume(self.extent[k] for k in self.runs[side])
 
-    def double(self, axis):
-        """Double the tile along ``axis`` (up to its extent) if the volume allows."""
+    def fits(self):
+        """Whether the volume is within the limit and what both phases' mappings cover."""
+        volume = self.volume()
+        items = self.limit // THREADS
+        return volume <= self.limit and all(
+            volume <= _capacity(_volume(self.extent[k] for k in run), items)
+            for run in self.runs if run
+        )
+
+    def double(self, axis, run=None):
+        """Double the tile along ``axis`` (up to its extent; added to ``run`` if new) if it
+        still fits."""
+        present = axis in self.extent
         have = self.extent.get(axis, 1)
         new = min(self.shape[axis], 2 * have)
-        if new == have or self.volume() // have * new > self.limit:
+        if new == have:
             return False
         self.extent[axis] = new
-        return True
+        joined = run is not None and axis not in run
+        if joined:
+            run.append(axis)
+        if self.fits():
+            return True
+        if joined:
+            run.pop()
+        if present:
+            self.extent[axis] = have
+        else:
+            del self.extent[axis]
+        return False
 
     def grow_run(self, side, chain):
         """Grow run ``side`` one step along ``chain``: its last axis until whole, then the
@@ -642,10 +670,7 @@ class _Tile:
         if position >= len(chain) or len(self.extent) > ROW_AXES:
             return False
         axis = chain[position]
-        if axis in self.extent or not self.double(axis):
-            return False
-        run.append(axis)
-        return True
+        return axis not in self.extent and self.double(axis, run)
 
 
 def _tile_candidates(shape, ds, ss, unit, fast):
@@ -678,25 +703,35 @@ def _tile_candidates(shape, ds, ss, unit, fast):
         if _volume(shape[k] for k in head) > 16:
             continue
         tile = _Tile(shape, unit, limit)
+        runs = [None, None]
+        runs[side], runs[1 - side] = head + [target], [target]
+        tile.runs = tuple(runs)
         tile.extent = {k: shape[k] for k in head}
         tile.extent[target] = 1
         while tile.double(target):
             pass
         if tile.extent[target] < 2:
             continue
-        runs = [None, None]
-        runs[side], runs[1 - side] = head + [target], [target]
-        tile.runs = tuple(runs)
         _fill(tile, chains, ss)
         yield dict(tile.extent), runs[0], runs[1], side
 
 
+def _capacity(run, items):
+    """Most units a phase mapping covers in a tile whose run is ``run`` units long."""
+    best = 0
+    tx = 1
+    while tx <= THREADS:
+        for ir in (1, items):
+            if tx * ir >= run:
+                best = max(best, run * min(MAX_ROWS, THREADS // tx * (items // ir)))
+        tx *= 2
+    return best
+
+
 def _fill(tile, chains, ss):
     """Grow a tile to its volume along axes beyond the runs (the chains' next first), no
-    further than ``MAX_ROWS`` rows per run."""
+    further than both phases' mappings cover."""
     shape = tile.shape
-    shortest = min(_volume(tile.extent[k] for k in run) for run in tile.runs)
-    tile.limit = min(tile.limit, MAX_ROWS * shortest)
     rest = [k for k in range(len(shape)) if k not in tile.extent]
     following = []
     for chain in chains:

@@ -155,6 +155,8 @@ class PreparedLaunch:
             slots[position] = value
         stream = self._streams.get(stream_handle)
         if stream is None:
+            if len(self._streams) >= 64:
+                self._streams.clear()
             stream = self._streams[stream_handle] = self._launcher.stream(stream_handle)
         self._launcher.launch(self._grid, self._block, self._sharedmem, stream)
 
