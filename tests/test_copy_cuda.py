@@ -219,8 +219,8 @@ def test_compute_sanitizer_memcheck():
 
 # ----------------------------------------------------------------------------- graphs
 def _graph_case():
-    """A transpose with edges (two launches) of 1-byte units, and its buffers."""
-    return _named(1, lambda a: a.T, (1029, 517))
+    """A uint8 transpose planned as blocks and an edge (two launches), and its buffers."""
+    return _named(1, lambda a: a[:, :1029].T, (1040, 1032))
 
 
 def _fresh_source(memory, array, round_):
