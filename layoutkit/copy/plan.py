@@ -104,6 +104,8 @@ BLOCK_BYTES = 128
 #: 8 x 8 float16 in 16-byte vectors; on an H200 these beat 16-byte and 4-byte ones for
 #: uint8, see BENCHMARKS.md).
 BLOCK_VECTOR = {1: 8, 2: 16}
+#: Largest share of a copy left to the edges of ``block`` launches (else ``tiled``).
+BLOCK_EDGES = 0.125
 #: Lanes of a warp along the source's chain in the ``block`` kernel (8 x 16-byte vectors:
 #: a 128-byte line); the other 4 lanes run along the destination's chain.
 BLOCK_SOURCE_LANES = 8
@@ -934,6 +936,8 @@ def block_launches(shape, ds, ss, unit, fast, dst_address=0, src_address=0):
     bulk = list(shape)
     bulk[a] -= shape[a] % ka
     bulk[b] -= shape[b] % kb
+    if bulk[a] * bulk[b] < (1 - BLOCK_EDGES) * shape[a] * shape[b]:
+        return ()  # the edges would be too much of the copy: one tiled launch instead
     launch = _block_bulk(tuple(bulk), ds, ss, unit, a, b, block)
     if launch is None:
         return ()
@@ -1052,9 +1056,9 @@ def _block_bulk(shape, ds, ss, unit, a, b, block):
         threads = assign(first, threads)
         if threads == before:
             threads = assign(second, threads)
-        if threads == before:
+        if threads == before:  # any axis with room, nearest in memory first
             rest = sorted((k for k in range(m) if used[k] < capacity[k]),
-                          key=lambda k: -capacity[k] // used[k])  # fmt: skip
+                          key=lambda k: min(abs(ss[k]), abs(ds[k])))  # fmt: skip
             for axis in rest:
                 threads = assign([axis], threads)
         if threads == before:

@@ -157,8 +157,9 @@ def random_pair_spec(rng, nbytes, max_ndim=6):
 
     2 to ``max_ndim`` axes; extents 2-16 in random positions and large ones; itemsizes
     1, 2, 4, 8, 16; a source in a random axis order, with steps and negative steps on
-    some axes (1 in 3 cases), broadcast along one axis (1 in 20); a destination dense in
-    C order (half the cases) or in a random axis order.
+    some axes (1 in 3 cases), cropped from a larger array along some axes (1 in 4),
+    broadcast along one axis (1 in 20); a destination dense in C order (half the cases)
+    or in a random axis order.
     """
     ndim = int(rng.integers(2, max_ndim + 1))
     itemsize = int(rng.choice(SPEC_ITEMSIZES))
@@ -168,14 +169,17 @@ def random_pair_spec(rng, nbytes, max_ndim=6):
     if rng.random() < 1 / 3:
         for k in rng.choice(ndim, int(rng.integers(1, min(ndim, 2) + 1)), replace=False):
             steps[int(k)] = int(rng.choice([2, 3, -1, -2]))
-    pad = tuple(int(p) for p in rng.integers(0, 2, ndim))
+    pad = [0] * ndim
+    if rng.random() < 1 / 4:  # a crop of a larger array along one or two axes
+        for k in rng.choice(ndim, int(rng.integers(1, min(ndim, 2) + 1)), replace=False):
+            pad[int(k)] = int(rng.integers(1, 4))
     broadcast = ()
     if rng.random() < 1 / 20:
         broadcast = (int(rng.integers(0, ndim)),)
     dst_order = tuple(range(ndim))
     if rng.random() < 1 / 2:
         dst_order = tuple(int(k) for k in rng.permutation(ndim))
-    return PairSpec(itemsize, shape, src_order, tuple(steps), pad, broadcast, dst_order)
+    return PairSpec(itemsize, shape, src_order, tuple(steps), tuple(pad), broadcast, dst_order)
 
 
 def numpy_pair(spec, seed=0, misalign=0):
