@@ -25,8 +25,9 @@ __all__ = ["run_host_plan", "copy_problem", "split_problem"]
 _TRANSPOSE_BLOCK = {1: (32, 8), 2: (32, 8), 4: (64, 8), 8: (64, 8), 16: (64, 8)}
 #: Copies above this many bytes are split over ``HOST_THREADS`` threads.
 PARALLEL_BYTES = 4 << 20
-#: Threads of host copies (and of the packing of staged transfers).
-HOST_THREADS = max(1, min(8, os.cpu_count() or 1))
+#: Threads of host copies (and of the packing of staged transfers): half the cores, at
+#: most 8 (on a 2-core machine one thread already saturates its memory bandwidth).
+HOST_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
 
 
 @njit(cache=True, nogil=True)
@@ -173,8 +174,6 @@ def copy_problem(dst, src, shape, dst_strides, src_strides, unit):
     volume = 1
     for e in shape:
         volume *= e
-    dst_strides = tuple(dst_strides[len(dst_strides) - len(shape):])
-    src_strides = tuple(src_strides[len(src_strides) - len(shape):])
     if HOST_THREADS == 1 or volume * unit < PARALLEL_BYTES:
         _run_one(dst, src, shape, dst_strides, src_strides, unit)
         return
