@@ -479,8 +479,8 @@ def kernel_for(kernel, key):
     function.source = source
     try:
         return cuda.jit(function, cache=True, launch_bounds=THREADS)
-    except TypeError:  # a numba-cuda without launch bounds
-        return cuda.jit(function, cache=True)
+    except Exception:  # a numba-cuda without launch bounds, or one that cannot cache here
+        return cuda.jit(function)
 
 
 _PROTOTYPES = {
