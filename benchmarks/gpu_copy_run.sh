@@ -40,7 +40,7 @@ if [ "$mode" = bench ]; then
     echo
     sed -n '/^Random layouts on/,$p' "$out/random.log"
 else
-    step tune 200 python3 benchmarks/tune_copy_gpu.py --time-limit 160 --log "$out/tune_cases.log"
+    step tune 180 python3 benchmarks/tune_copy_gpu.py --time-limit 140 --log "$out/tune_cases.log"
     step memcheck 110 python3 -m pytest -m cuda -q -p no:cacheprovider -k sanitizer \
         tests/test_copy_cuda.py
     step named 60 python3 benchmarks/bench_copy.py --quick
