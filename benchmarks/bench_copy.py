@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from layoutkit.copy import copy
-from layoutkit.copy.plan import broadcast_source_strides, plan_copy
+from layoutkit.copy.plan import plan_copy
 from layoutkit.layout import StridedLayout
 
 
@@ -50,12 +50,13 @@ def torch_view(tensor, pinned=False):
 
 
 def method_of(dst, src):
-    itemsize = dst.dtype.itemsize
-    src_strides = broadcast_source_strides(dst.layout.shape, src.layout.shape, src.layout.strides)
-    plan = plan_copy(dst.layout.shape, dst.layout.strides, src_strides, itemsize, dst.ptr,
-                     src.ptr, dst.is_device_accessible, src.is_device_accessible)  # fmt: skip
-    vector = f" v{plan.vector}" if plan.vector else ""
-    return f"{plan.method}/{plan.unit}B{vector}"
+    """The plan of a copy, as ``CopyPlan.describe`` says it."""
+    src_layout = src.layout
+    if src_layout.shape != dst.layout.shape:
+        src_layout = src_layout.broadcast_to(dst.layout.shape)
+    plan = plan_copy(dst.layout, src_layout, dst.ptr, src.ptr, dst.is_device_accessible,
+                     src.is_device_accessible)  # fmt: skip
+    return plan.describe()
 
 
 def _fmt(value, digits=2):

@@ -1,174 +1,224 @@
-"""Time variants of the GPU copy kernels on the benchmark's shapes, in one device call.
+"""Time variants of the copy planner's parameters on many layouts, in one device call.
 
-Usage on the GPU machine: ``python3 benchmarks/tune_copy_gpu.py [LOGFILE]``. A variant is
-the plan with other kernel parameters (``tile``, ``vector``) or other module settings
-(blocks per SM, lanes of the register-block kernel), launched through ``launch_plan``.
-Each result is checked against the source (destination poisoned with a value the source
-never holds); rates are TB/s of bytes read + written, median of 7 batches of 5 launches,
-next to the contiguous copy (``cupy.copyto``) measured in the same run. ``host us`` is
-the Python time of one launch (no synchronisation): when it nears the device time, the
-launch, not the kernel, sets the rate.
+Usage on the GPU machine::
+
+    python3 benchmarks/tune_copy_gpu.py [--cases 30] [--seeds 100 101] [--time-limit 200]
+        [--log PATH]
+
+A variant changes module settings of ``layoutkit.copy.plan`` / ``layoutkit.copy.gpu``
+(run bytes of tiles, bytes in flight per SM, where ``direct`` takes over, whether 1- and
+2-byte transposes use register blocks, lanes of a block, items per thread...). For each
+case (named layouts, then random pairs of the benchmark's generator on seeds the
+benchmark does not use) every variant is planned; variants whose launches equal the
+default's are not timed again. Each distinct plan is checked against the source, then
+timed with CUDA events (TB/s of bytes read + written). The summary, last, gives for each
+variant the cases it changed, the geometric mean of its rate over the default's there,
+and its wins and losses; ``--log`` gets every line.
 """
 
-import dataclasses
+import argparse
+import math
+import statistics
 import sys
 import time
+import traceback
+from pathlib import Path
 
-import cupy as cp
 import numpy as np
 
-from layoutkit.copy import gpu
-from layoutkit.copy.plan import plan_copy
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-LOG = open(sys.argv[1], "w") if len(sys.argv) > 1 else None  # noqa: SIM115 (whole run)
+from bench_copy_random import (  # noqa: E402
+    contiguous_rate,
+    cupy_pair,
+    cupy_view,
+    make_fills,
+    make_timer,
+)
+from helpers.copy_cases import PairSpec, random_pair_spec  # noqa: E402
+
+from layoutkit.copy import copy, gpu  # noqa: E402
+from layoutkit.copy import plan as planner  # noqa: E402
+
 START = time.time()
+LOG = []
 
 
-def say(text):
-    print(text, flush=True)
-    if LOG:
-        LOG.write(text + "\n")
-        LOG.flush()
+def say(text="", log_only=False):
+    LOG.append(text)
+    if not log_only:
+        print(text, flush=True)
 
 
-def timed(function, batches=7, per_batch=5):
-    function()
-    cp.cuda.Device().synchronize()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for _ in range(batches):
-        start.record()
-        for _ in range(per_batch):
-            function()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3 / per_batch)
-    return float(np.median(times))
+def _doubled(items):
+    return {unit: 2 * count for unit, count in items.items()}
 
 
-def host_time(function, launches=20):
-    cp.cuda.Device().synchronize()
-    begin = time.perf_counter()
-    for _ in range(launches):
-        function()
-    elapsed = (time.perf_counter() - begin) / launches
-    cp.cuda.Device().synchronize()
-    return elapsed
+def _halved(items):
+    return {unit: max(2, count // 2) for unit, count in items.items()}
 
 
-def plan_of(dst, src):
-    it = dst.itemsize
-    return plan_copy(dst.shape, [s // it for s in dst.strides], [s // it for s in src.strides],
-                     it, dst.data.ptr, src.data.ptr, True, True)  # fmt: skip
+#: name -> {(module, attribute): value}; "items" variants compile new kernels, so they run
+#: on the named cases only.
+VARIANTS = {
+    "run 128B": {(planner, "RUN_BYTES"): 128},
+    "run 512B": {(planner, "RUN_BYTES"): 512},
+    "in flight 32K": {(gpu, "IN_FLIGHT_PER_SM"): 32 << 10},
+    "in flight 128K": {(gpu, "IN_FLIGHT_PER_SM"): 128 << 10},
+    "direct from 64B": {(planner, "RUN_DIRECT"): 64},
+    "direct from 512B": {(planner, "RUN_DIRECT"): 512},
+    "no blocks": {(planner, "BLOCK_VECTOR"): {}},
+    "blocks for 4B too": {(planner, "BLOCK_VECTOR"): {1: 8, 2: 16, 4: 16}},
+    "uint8 blocks 16B": {(planner, "BLOCK_VECTOR"): {1: 16, 2: 16}},
+    "block lanes 4": {(planner, "BLOCK_SOURCE_LANES"): 4},
+    "block lanes 16": {(planner, "BLOCK_SOURCE_LANES"): 16},
+    "items x2": {(planner, "ITEMS"): _doubled(planner.ITEMS)},
+    "items /2": {(planner, "ITEMS"): _halved(planner.ITEMS)},
+}
+NAMED_ONLY = {"items x2", "items /2"}
 
 
-@dataclasses.dataclass
-class Variant:
-    label: str
-    changes: dict  # plan fields to replace
-    settings: dict  # gpu module attributes to set while launching
+def named_specs():
+    """Layouts of the issue and of bench_copy.py, as generator specs."""
+    def spec(itemsize, shape, src_order, steps=None, dst_order=None):
+        n = len(shape)
+        return PairSpec(itemsize, shape, src_order, steps or (1,) * n, (0,) * n, (),
+                        dst_order or tuple(range(n)))  # fmt: skip
+
+    return [
+        ("transpose f32 16384^2", spec(4, (16384, 16384), (1, 0))),
+        ("transpose u8 16384^2", spec(1, (16384, 16384), (1, 0))),
+        ("transpose f16 16384^2", spec(2, (16384, 16384), (1, 0))),
+        ("transpose u8 odd 16383x16385", spec(1, (16383, 16385), (1, 0))),
+        ("transpose f16 odd 16383x16385", spec(2, (16383, 16385), (1, 0))),
+        ("transpose f64 8192x16384", spec(8, (16384, 8192), (1, 0))),
+        ("transpose c128 8192^2", spec(16, (8192, 8192), (1, 0))),
+        ("HWC->CHW u8 4000^2", spec(1, (3, 4000, 4000), (1, 2, 0))),
+        ("CHW->HWC u8 4000^2", spec(1, (4000, 4000, 3), (2, 0, 1))),
+        ("(N,5)->(5,N) f32", spec(4, (5, 6710910), (1, 0))),
+        ("(N,3)->(3,N) f64", spec(8, (3, 5592405), (1, 0))),
+        ("6-d 16^6 f16", spec(2, (16,) * 6, (5, 3, 1, 4, 2, 0))),
+        ("5-d reversal f64", spec(8, (4, 64, 32, 16, 8), (4, 3, 2, 1, 0))),
+        ("(7,5,N) f16 (0,2,1)", spec(2, (7, 2396745, 5), (0, 2, 1))),
+        ("12-byte records", spec(4, (4000, 4000, 3), (1, 0, 2))),
+        ("step [::3, 1::2] f32", spec(4, (5461, 8192), (0, 1), (3, 2))),
+    ]
 
 
-def variants_for(plan, full):
-    out = [Variant("default", {}, {}), Variant("numba launch", {}, {"DRIVER_LAUNCH": False})]
-    if plan.method == "elementwise":
-        out.append(Variant("8 blocks/SM", {}, {"ELEMENTWISE_BLOCKS_PER_SM": 8}))
-        return out
-    if plan.method != "transpose":
-        return out
-    for tile in (32, 64):
-        if plan.vector or tile != plan.tile:
-            out.append(Variant(f"shared tile {tile}", {"tile": tile, "vector": 0}, {}))
-    if plan.vector:
-        for lanes in (4, 16) if full else ():
-            out.append(Variant(f"block lanes_a {lanes}", {}, {"BLOCK_LANES_A": lanes}))
-        if plan.vector == 16:
-            out.append(Variant("block vector 8", {"vector": 8}, {}))
-    if full:
-        for blocks in (4, 16):
-            out.append(Variant(f"{blocks} blocks/SM", {}, {"BLOCKS_PER_SM": blocks}))
-    return out
+def random_specs(seeds, cases):
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        for index in range(cases):
+            nbytes = float(rng.uniform(64, 128)) * 2**20
+            yield f"{seed}:{index}", random_pair_spec(rng, nbytes)
 
 
-def run_variant(variant, plan, dst, src):
-    saved = {name: getattr(gpu, name) for name in variant.settings}
-    for name, value in variant.settings.items():
-        setattr(gpu, name, value)
-    gpu._launch_setup.cache_clear()
-    gpu._driver_launch.cache_clear()
-    try:
-        varied = dataclasses.replace(plan, **variant.changes)
-
-        def launch():
-            gpu.launch_plan(varied, dst.data.ptr, src.data.ptr)
-
-        # a value the source never holds: NaN, or 255 (sources are < 255)
-        dst.fill(float("nan") if dst.dtype.kind in "fc" else 255)
-        launch()
-        cp.cuda.Device().synchronize()
-        ok = bool((dst == src).all())
-        seconds = timed(launch)
-        return ok, seconds, host_time(launch)
-    finally:
-        for name, value in saved.items():
-            setattr(gpu, name, value)
-        gpu._launch_setup.cache_clear()
-        gpu._driver_launch.cache_clear()
+def _apply(settings):
+    saved = {}
+    for (module, name), value in settings.items():
+        saved[(module, name)] = getattr(module, name)
+        setattr(module, name, value)
+    planner._plan.cache_clear()
+    gpu._prepared.cache_clear()
+    return saved
 
 
-def cases():
-    n = 16384
-    f32 = cp.random.random((n, n), dtype=cp.float32)
-    yield "transpose f32", f32.T, True
-    yield "transpose f16", f32.astype(cp.float16).T, True
-    yield "transpose u8", (f32 * 255).astype(cp.uint8).T, True
-    yield "transpose f64", f32[: n // 2].astype(cp.float64).T, False
-    del f32
-    big = cp.random.random((64, 4096, 1024), dtype=cp.float32)
-    yield "(64,4096,1024) f32 perm (0,2,1)", big.transpose(0, 2, 1), False
-    del big
-    nchw = cp.random.random((128, 64, 112, 112), dtype=cp.float32).astype(cp.float16)
-    yield "NCHW->NHWC f16", nchw.transpose(0, 2, 3, 1), False
-    nhwc = cp.ascontiguousarray(nchw.transpose(0, 2, 3, 1))
-    del nchw
-    yield "NHWC->NCHW f16", nhwc.transpose(0, 3, 1, 2), False
-    del nhwc
-    cube = cp.random.random((128, 64, 64, 64), dtype=cp.float32)
-    yield "4-d reversal f32", cube.transpose(3, 2, 1, 0), False
-    yield "3-d perm (2,1,0) f32", cube.reshape(512, 256, 256).transpose(2, 1, 0), False
-    del cube
-    f5 = cp.random.random((32,) * 5, dtype=cp.float32)
-    yield "5-d perm f32 32^5", f5.transpose(4, 2, 0, 3, 1), False
-    sixes = f5.astype(cp.float16).reshape(-1)[: 16**6].reshape((16,) * 6)
-    yield "6-d perm f16 16^6", sixes.transpose(5, 3, 1, 4, 2, 0), False
+def _plan_for(d, s):
+    layout = s.layout if s.layout.shape == d.layout.shape else s.layout.broadcast_to(
+        d.layout.shape)  # fmt: skip
+    return planner.plan_copy(d.layout, layout, d.ptr, s.ptr, True, True)
+
+
+def run_case(cp, measure, fill, name, spec, variants):
+    dst, src = cupy_pair(cp, spec, fill)
+    moved = dst.nbytes + src.nbytes
+    d, s = cupy_view(dst), cupy_view(src)
+    cupy_rate = moved / measure(lambda: dst.__setitem__(Ellipsis, src))
+    rates, seen = {}, {}
+    for label, settings in [("default", {})] + list(variants.items()):
+        saved = _apply(settings)
+        try:
+            plan = _plan_for(d, s)
+            signature = (tuple(launch.identity for launch in plan.launches),
+                         plan.method, gpu.IN_FLIGHT_PER_SM)  # fmt: skip
+            if signature in seen:
+                rates[label] = ("=", seen[signature])
+                continue
+            dst.fill(0)
+            copy(d, s)
+            ok = bool((dst == src).all())
+            rate = moved / measure(lambda: copy(d, s))
+            seen[signature] = label
+            rates[label] = (rate, plan.describe(), ok)
+        except Exception as exc:
+            rates[label] = ("failed", f"{type(exc).__name__}: {exc}")
+            say(traceback.format_exc(), log_only=True)
+        finally:
+            _apply(saved)
+    return cupy_rate, rates
 
 
 def main():
-    say(f"device: {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
-    base = cp.random.random((16384, 16384), dtype=cp.float32)
-    out = cp.empty_like(base)
-    contiguous = 2 * base.nbytes / timed(lambda o=out, b=base: cp.copyto(o, b)) / 1e12
-    del base, out
-    say(f"contiguous copy (cupy.copyto 16384^2 f32): {contiguous:.2f} TB/s")
-    for name, src, full in cases():
-        dst = cp.empty(src.shape, src.dtype)
-        plan = plan_of(dst, src)
-        moved = 2 * dst.nbytes
-        say(f"\n== {name}  {plan.method}/{plan.unit}B tile={plan.tile} vector={plan.vector} "
-            f"shape={plan.shape} rows={plan.row_axes} cols={plan.col_axes} "
-            f"[{time.time() - START:.0f}s]")  # fmt: skip
-        for variant in variants_for(plan, full):
-            try:
-                ok, seconds, host = run_variant(variant, plan, dst, src)
-                say(f"   {variant.label:20s} {moved / seconds / 1e12:6.2f} TB/s "
-                    f"{100 * moved / seconds / 1e12 / contiguous:4.0f}%  device "
-                    f"{seconds * 1e6:7.1f} us  host {host * 1e6:6.1f} us  "
-                    f"{'ok' if ok else 'WRONG'}")  # fmt: skip
-            except Exception as exc:
-                say(f"   {variant.label:20s} FAILED {type(exc).__name__}: {str(exc)[:200]}")
-        del dst, src
-        cp.get_default_memory_pool().free_all_blocks()
-    say(f"\n[{time.time() - START:.0f}s]")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[100, 101])
+    parser.add_argument("--cases", type=int, default=20, help="random cases per seed")
+    parser.add_argument("--time-limit", type=float, default=200)
+    parser.add_argument("--log")
+    args = parser.parse_args()
+    import cupy as cp
+
+    measure = make_timer(cp)
+    fill = make_fills(cp)
+    contiguous = contiguous_rate(cp, measure)
+    say(f"device {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; contiguous copy "
+        f"{contiguous / 1e12:.2f} TB/s")  # fmt: skip
+    changes = {label: [] for label in VARIANTS}
+    cases = [(name, spec, True) for name, spec in named_specs()]
+    cases += [(name, spec, False) for name, spec in random_specs(args.seeds, args.cases)]
+    for name, spec, named in cases:
+        if time.time() - START > args.time_limit:
+            say(f"time limit reached before {name}")
+            break
+        variants = {k: v for k, v in VARIANTS.items() if named or k not in NAMED_ONLY}
+        try:
+            cupy_rate, rates = run_case(cp, measure, fill, name, spec, variants)
+        except Exception as exc:
+            say(f"{name} {spec.describe()} FAILED {type(exc).__name__}: {exc}")
+            say(traceback.format_exc(), log_only=True)
+            continue
+        finally:
+            cp.get_default_memory_pool().free_all_blocks()
+        default = rates["default"]
+        say(f"\n== {name} {spec.describe()}  cupy {cupy_rate / 1e12:.2f} TB/s", log_only=True)
+        for label, result in rates.items():
+            if result[0] == "=":
+                say(f"   {label:20s} = {result[1]}", log_only=True)
+                continue
+            if result[0] == "failed":
+                say(f"   {label:20s} FAILED {result[1]}", log_only=True)
+                continue
+            rate, text, ok = result
+            say(f"   {label:20s} {rate / 1e12:6.2f} TB/s {100 * rate / contiguous:4.0f}%  "
+                f"{'' if ok else 'WRONG '}{text}", log_only=True)  # fmt: skip
+            if label != "default" and default[0] not in ("=", "failed"):
+                changes[label].append((name, rate / default[0]))
+        if default[0] not in ("=", "failed"):
+            print(f"[{time.time() - START:.0f}s] {name}: default {default[0] / 1e12:.2f} TB/s "
+                  f"({100 * default[0] / contiguous:.0f}%), cupy {cupy_rate / 1e12:.2f}  "
+                  f"{default[1]}", flush=True)  # fmt: skip
+    say("\nvariant              changed  geomean vs default  wins  losses  best case")
+    for label, items in changes.items():
+        if not items:
+            say(f"{label:20s} {0:7d}")
+            continue
+        geomean = math.exp(statistics.fmean(math.log(r) for _, r in items))
+        best = max(items, key=lambda item: item[1])
+        say(f"{label:20s} {len(items):7d} {geomean:19.3f} {sum(r > 1.03 for _, r in items):5d} "
+            f"{sum(r < 0.97 for _, r in items):7d}  {best[0]} {best[1]:.2f}x")  # fmt: skip
+    say(f"[{time.time() - START:.0f}s]")
+    if args.log:
+        Path(args.log).write_text("\n".join(LOG) + "\n")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,16 @@ __all__ = [
     "handle_int",
     "init",
     "KernelLauncher",
+    "device_can_access_peer",
+    "enable_peer_access",
+    "event_create",
+    "event_destroy",
+    "event_record",
+    "event_synchronize",
+    "max_active_blocks_per_sm",
+    "memcpy_2d_async",
+    "multiprocessor_count",
+    "stream_is_capturing",
     "mem_alloc",
     "mem_alloc_async",
     "mem_alloc_managed",
@@ -75,6 +85,7 @@ NO_DRIVER_MESSAGE = "no CUDA driver was found"
 _MEMORYTYPE_UNREGISTERED = 0
 _MEMORYTYPE_HOST = 1
 _MEMORYTYPE_DEVICE = 2
+_MEMORYTYPE_UNIFIED = 4
 
 # cuMemHostAlloc / cuMemHostRegister flags: usable from every context, mapped into the device
 _HOST_FLAGS_PORTABLE_DEVICEMAP = 0x1 | 0x2
@@ -591,6 +602,7 @@ class KernelLauncher:
         base = ctypes.addressof(self.slots)
         self._pointers = (ctypes.c_void_p * count)(*(base + 8 * k for k in range(count)))
         self._pointer_address = ctypes.addressof(self._pointers)
+        self.function_handle = int(cufunction)
         self._function = bindings.CUfunction(cufunction)
         self._launch_kernel = bindings.cuLaunchKernel
         self._stream_type = bindings.CUstream
@@ -607,3 +619,106 @@ class KernelLauncher:
         )
         if error != self._success:
             _raise_for("cuLaunchKernel", error)
+
+
+# ----------------------------------------------------------------------------- copies
+# Driver calls of layoutkit.copy and of the one prepared kernel launcher.
+
+_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+_multiprocessors = {}
+
+
+def multiprocessor_count(device_id):
+    """Number of streaming multiprocessors of device ``device_id`` (cached)."""
+    count = _multiprocessors.get(device_id)
+    if count is None:
+        attribute = _bindings().CUdevice_attribute(_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        count = int(_call("cuDeviceGetAttribute", attribute, _call("cuDeviceGet", device_id)))
+        _multiprocessors[device_id] = count
+    return count
+
+
+def max_active_blocks_per_sm(cufunction, threads, dynamic_shared_bytes=0):
+    """Blocks of ``threads`` threads of a kernel that one SM holds at once (occupancy)."""
+    function = _bindings().CUfunction(cufunction)
+    return int(
+        _call("cuOccupancyMaxActiveBlocksPerMultiprocessor", function, threads,
+              dynamic_shared_bytes)
+    )  # fmt: skip
+
+
+def device_can_access_peer(device_id, peer_id):
+    """Whether device ``device_id`` can read and write memory of device ``peer_id``."""
+    return bool(
+        _call("cuDeviceCanAccessPeer", _call("cuDeviceGet", device_id), _call("cuDeviceGet", peer_id))
+    )
+
+
+def enable_peer_access(device_id, peer_id):
+    """Let the primary context of ``device_id`` access memory of ``peer_id`` (idempotent)."""
+    driver = _bindings()
+    with device_context(device_id):
+        (error,) = _invoke("cuCtxEnablePeerAccess", (primary_context(peer_id), 0))
+    if error not in (driver.CUresult.CUDA_SUCCESS,
+                     driver.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED):  # fmt: skip
+        _raise_for("cuCtxEnablePeerAccess", error)
+
+
+def memcpy_2d_async(dst, dst_pitch, dst_on_device, src, src_pitch, src_on_device, width,
+                    height, stream=None):  # fmt: skip
+    """Queue a copy of ``height`` rows of ``width`` bytes at a pitch (``cuMemcpy2DAsync``).
+
+    ``*_on_device`` says whether each side is device-accessible memory (unified
+    addressing) or host memory the driver pins for the copy.
+    """
+    driver = _bindings()
+    params = driver.CUDA_MEMCPY2D()
+    for prefix, address, pitch, on_device in (
+        ("src", src, src_pitch, src_on_device),
+        ("dst", dst, dst_pitch, dst_on_device),
+    ):
+        kind = _MEMORYTYPE_UNIFIED if on_device else _MEMORYTYPE_HOST
+        setattr(params, prefix + "MemoryType", driver.CUmemorytype(kind))
+        setattr(params, prefix + ("Device" if on_device else "Host"), address)
+        setattr(params, prefix + "Pitch", pitch)
+    params.WidthInBytes = width
+    params.Height = height
+    _call("cuMemcpy2DAsync", params, stream_handle(stream))
+
+
+def stream_is_capturing(stream=None):
+    """Whether work queued on ``stream`` would be captured into a CUDA graph.
+
+    True while the stream is capturing, and for the legacy default stream while another
+    stream captures (queueing work there would break that capture).
+    """
+    driver = _bindings()
+    result = _invoke("cuStreamIsCapturing", (stream_handle(stream),))
+    if result[0] == driver.CUresult.CUDA_ERROR_NOT_INITIALIZED:
+        init()
+        result = _invoke("cuStreamIsCapturing", (stream_handle(stream),))
+    if result[0] == driver.CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+        return True
+    if result[0] != driver.CUresult.CUDA_SUCCESS:
+        _raise_for("cuStreamIsCapturing", result[0])
+    return int(result[1]) != 0  # CU_STREAM_CAPTURE_STATUS_NONE
+
+
+def event_create():
+    """A new event without timing (``CU_EVENT_DISABLE_TIMING``), as an ``int`` handle."""
+    return int(_call("cuEventCreate", 0x2))
+
+
+def event_record(event, stream=None):
+    """Record ``event`` on ``stream``."""
+    _call("cuEventRecord", _bindings().CUevent(event), stream_handle(stream))
+
+
+def event_synchronize(event):
+    """Wait until the work before the last record of ``event`` has finished."""
+    _call("cuEventSynchronize", _bindings().CUevent(event))
+
+
+def event_destroy(event):
+    """Destroy an event from :func:`event_create`."""
+    _call("cuEventDestroy", _bindings().CUevent(event))

@@ -492,3 +492,83 @@ def max_compatible_itemsize(lay, n, offset, itemsize, max_itemsize, ptr_residue,
     if g < ITEMSIZE_LIMIT:
         return g
     return itemsize * reduced_below(g // itemsize, (ITEMSIZE_LIMIT - 1) // itemsize)
+
+
+# ----------------------------------------------------------------------------- two layouts
+# A copy moves every element of one layout to the same index of another of the same shape.
+# ``pair`` holds that shape in ``pair[0:n]``, the first layout's strides in ``pair[n:2n]``
+# and the second's in ``pair[2n:3n]``.
+
+
+@njit(cache=True)
+def _precedes_pair(pair, n, a, b):
+    """Axis order of :func:`coalesce_pair`: the first layout's stride order (the rule of
+    :func:`stride_order`), with equal first strides ordered by the second's, largest first."""
+    if abs(pair[n + a]) == abs(pair[n + b]):
+        second_a = abs(pair[2 * n + a])
+        second_b = abs(pair[2 * n + b])
+        if second_a != second_b:
+            return second_a > second_b
+    return _precedes(pair, n, a, b)
+
+
+@njit(cache=True)
+def coalesce_pair(pair, n, out, cap):
+    """Simplify two layouts of one shape without changing which offsets meet at an index.
+
+    Drops extent-1 axes; flips every axis whose first stride is negative (both strides
+    change sign and both base offsets move to that axis' last index); sorts the axes by
+    the first layout's stride order (slowest first, ties by the second's strides); merges
+    neighbouring axes that are contiguous on both sides. The pairs ``(first offset,
+    second offset)`` over all indices are the same before and after, as a multiset.
+
+    Writes the result to ``out`` (``4 * cap`` slots): shape ``out[0:cap]``, first strides
+    ``out[cap:2*cap]``, second strides ``out[2*cap:3*cap]``; ``out[3*cap:4*cap]`` is
+    scratch. Returns ``(ndim, first_offset, second_offset)``: the offsets are added to the
+    bases of both sides. A zero volume gives shape ``(0,)`` and strides ``(0,)``; a 0-d or
+    all-extent-1 layout gives ``ndim`` 0.
+    """
+    order = 3 * cap
+    for i in range(n):
+        if pair[i] == 0:
+            out[0] = 0
+            out[cap] = 0
+            out[2 * cap] = 0
+            return 1, 0, 0
+    k = 0
+    for i in range(n):
+        if pair[i] == 1:
+            continue
+        j = k
+        while j > 0 and _precedes_pair(pair, n, i, out[order + j - 1]):
+            out[order + j] = out[order + j - 1]
+            j -= 1
+        out[order + j] = i
+        k += 1
+    first_offset = 0
+    second_offset = 0
+    m = 0
+    for j in range(k):
+        ax = out[order + j]
+        e = pair[ax]
+        first = pair[n + ax]
+        second = pair[2 * n + ax]
+        if first < 0:
+            first_offset += (e - 1) * first
+            second_offset += (e - 1) * second
+            first = -first
+            second = -second
+        if (
+            m > 0
+            and can_merge(out[m - 1], out[cap + m - 1], e, first)
+            and can_merge(out[m - 1], out[2 * cap + m - 1], e, second)
+        ):
+            out[m - 1] *= e
+            out[cap + m - 1] = first
+            out[2 * cap + m - 1] = second
+        else:
+            out[m] = e
+            out[cap + m] = first
+            out[2 * cap + m] = second
+            m += 1
+    return m, first_offset, second_offset

@@ -153,12 +153,15 @@ class StridedMemoryView:
     @classmethod
     def _from_record(cls, record, buffer=None):
         """The one place a view is made: from a checked :class:`ImportRecord`."""
-        if not record.readonly and not record.layout.is_unique:
-            record = record._replace(readonly=True)  # aliasing views are read-only (NumPy's rule)
         self = object.__new__(cls)
         self._record = record
         self._location = record.location
         self._buffer = buffer
+        if not record.readonly and not record.layout.is_unique:
+            # aliasing views are read-only (NumPy's rule), but the memory is not: its
+            # buffer, made first, stays writable for from_buffer(..., is_readonly=False)
+            self.buffer  # noqa: B018 (made for its read-only flag)
+            self._record = record._replace(readonly=True)
         return self
 
     @classmethod

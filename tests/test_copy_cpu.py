@@ -2,30 +2,16 @@
 
 import numpy as np
 import pytest
-from helpers.copy_cases import copy_cases, expected_bytes
+from helpers.copy_cases import copy_cases, expected_bytes, host_view
 from hypothesis import given, settings
 
 import layoutkit
+from layoutkit import Buffer, MemoryResource, StridedMemoryView
 from layoutkit.copy import copy
-from layoutkit.layout import StridedLayout
 
 
-class HostView:
-    """The view attributes ``copy`` reads, over a NumPy array (no driver involved)."""
-
-    is_device_accessible = False
-    device_id = -1
-
-    def __init__(self, array, readonly=None):
-        self.array = array
-        self.ptr = array.__array_interface__["data"][0]
-        self.layout = StridedLayout(array.shape, array.strides, array.itemsize, divide_strides=True)
-        self.dtype = array.dtype
-        self.readonly = not array.flags.writeable if readonly is None else readonly
-
-
-def view(array, **kwargs):
-    return HostView(array, **kwargs)
+def view(array, writable=False):
+    return host_view(array, writable)
 
 
 @settings(max_examples=300, deadline=None)
@@ -119,7 +105,7 @@ def test_broadcast_destination_is_refused():
     target = np.zeros(1, "f4")
     dst = np.lib.stride_tricks.as_strided(target, shape=(3,), strides=(0,))
     with pytest.raises(ValueError, match="dst layout is not unique"):
-        copy(view(dst, readonly=False), view(np.ones(3, "f4")))
+        copy(view(dst, writable=True), view(np.ones(3, "f4")))
     assert target[0] == 0
 
 
@@ -170,14 +156,37 @@ def test_read_only_view_refused():
     assert not frozen.any()
 
 
-class DeviceView(HostView):
-    """A view that claims to be on ``device_id`` (its memory is never touched)."""
+class _ClaimsDevice(MemoryResource):
+    """A resource whose buffers say they are on ``device_id``: host memory of ``array``,
+    which the resource (so the buffer, so the view) keeps alive."""
 
-    is_device_accessible = True
+    def __init__(self, device_id, array):
+        self._device_id = device_id
+        self.array = array
 
-    def __init__(self, array, device_id):
-        super().__init__(array)
-        self.device_id = device_id
+    def allocate(self, size, stream=None):
+        raise AssertionError("not used")
+
+    def deallocate(self, ptr, size, stream=None):
+        pass
+
+    device_id = property(lambda self: self._device_id)
+    is_device_accessible = property(lambda self: True)
+    is_host_accessible = property(lambda self: False)
+
+
+def DeviceView(array, device_id):
+    """A view of ``array`` that claims to be on ``device_id``."""
+    host = host_view(array)
+    resource = _ClaimsDevice(device_id, array)
+    buffer = Buffer.from_handle(host.buffer.ptr, host.buffer.size, mr=resource)
+    return StridedMemoryView.from_buffer(buffer, host.layout, host.dtype)
+
+
+def array_of(view):
+    """The NumPy array behind a test view (``host_view`` or ``DeviceView``)."""
+    resource = view.buffer.memory_resource
+    return resource.array if isinstance(resource, _ClaimsDevice) else view.exporting_obj
 
 
 def test_devices_without_peer_access_are_refused_before_any_copy(monkeypatch):
@@ -222,13 +231,19 @@ def test_layoutkit_copy_is_callable_whichever_import_comes_first(first):
 
 
 class FakeDriver:
-    """Driver calls of host<->device copies, executed on host memory (no GPU needed)."""
+    """The driver calls of host<->device copies, executed on host memory (no GPU needed).
 
-    def __init__(self, monkeypatch):
+    "Device" memory is host memory here, so only transfers whose device side needs no
+    kernel run: 2-d copies and staging through the pinned ring into (or from) a device
+    side that is already dense in the host side's order.
+    """
+
+    def __init__(self, monkeypatch, capturing=False):
         import contextlib
         import ctypes
 
         from layoutkit import _driver
+        from layoutkit.copy import _transfer
 
         self.calls = []
         self.keep = []
@@ -251,44 +266,76 @@ class FakeDriver:
                 return None
             raise AssertionError(f"unexpected driver call {name}")
 
-        monkeypatch.setattr(_driver, "_call", call)
-        monkeypatch.setattr(_driver, "device_context", lambda device: contextlib.nullcontext())
-        monkeypatch.setattr(_driver, "stream_synchronize", lambda stream: self.calls.append("sync"))
-        monkeypatch.setattr(_driver, "mem_host_alloc", host_alloc)
-        monkeypatch.setattr(_driver, "mem_free_host", lambda ptr: self.calls.append("free_host"))
-
         def memcpy_async(dst, src, size, stream=None):
             self.calls.append("memcpy")
             memmove(dst, src, size)
 
-        monkeypatch.setattr(_driver, "memcpy_async", memcpy_async)
+        def record(name, result=None):
+            return lambda *args: self.calls.append(name) or result
+
+        fakes = {
+            "_call": call,
+            "device_context": lambda device: contextlib.nullcontext(),
+            "stream_synchronize": record("sync"),
+            "stream_is_capturing": lambda stream=None: capturing,
+            "mem_host_alloc": host_alloc,
+            "mem_free_host": record("free_host"),
+            "mem_alloc_async": lambda size, stream=None: host_alloc(size),
+            "mem_free_async": record("free"),
+            "memcpy_async": memcpy_async,
+            "event_create": record("event_create", 0),
+            "event_record": record("event_record"),
+            "event_synchronize": record("event_synchronize"),
+        }
+        for name, fake in fakes.items():
+            monkeypatch.setattr(_driver, name, fake)
+        monkeypatch.setattr(_transfer, "_staging", {})
+        monkeypatch.setattr(_transfer, "STAGING_BYTES", 64)  # many chunks, ring reused
+        monkeypatch.setattr(_transfer, "STAGING_BUFFERS", 2)
 
 
 @pytest.mark.parametrize(
     ("make_dst", "make_src", "expected_calls"),
     [
-        # host step-2 rows into dense device memory: a 2-d driver copy, no staging
+        # host step-2 rows of 640 bytes into dense device memory: a 2-d driver copy
         (
-            lambda: DeviceView(np.zeros((6, 5), "f4"), 0),
+            lambda: DeviceView(np.zeros((6, 160), "f4"), 0),
             lambda a: view(a[::2]),
             ["cuMemcpy2DAsync"],
         ),
         # dense device memory into a host view with a step on both axes: unpack from pinned
         (
-            lambda: view(np.zeros((12, 10), "f4")[::2, ::2]),
-            lambda a: DeviceView(a[:6, :5].copy(), 0),
-            ["memcpy", "sync"],
+            lambda: view(np.zeros((12, 320), "f4")[::2, ::2]),
+            lambda a: DeviceView(a[:6, :160].copy(), 0),
+            ["memcpy", "event_synchronize"],
         ),
-        # host step-2 columns into dense device memory: pack into pinned, one memcpy
-        (lambda: DeviceView(np.zeros((12, 3), "f4"), 0), lambda a: view(a[:, ::2]), ["memcpy"]),
+        # host step-2 columns into dense device memory: pack into pinned, chunk by chunk
+        (
+            lambda: DeviceView(np.zeros((12, 80), "f4"), 0),
+            lambda a: view(a[:, ::2]),
+            ["memcpy", "event_record"],
+        ),
+        # host step-2 rows of 20 bytes: too short for a 2-d copy, staged
+        (lambda: DeviceView(np.zeros((6, 5), "f4"), 0), lambda a: view(a[::2, :5]), ["memcpy"]),
     ],
-    ids=["copy2d", "stage-host-d2h", "stage-host-h2d"],
+    ids=["copy2d", "staged-d2h", "staged-h2d", "short-rows-staged"],
 )
 def test_transfers_with_a_fake_driver(monkeypatch, make_dst, make_src, expected_calls):
     fake = FakeDriver(monkeypatch)
-    source = np.arange(12 * 5, dtype="f4").reshape(12, 5)
+    source = np.arange(12 * 160, dtype="f4").reshape(12, 160)
     dst, src = make_dst(), make_src(source)
     copy(dst, src)
-    np.testing.assert_array_equal(dst.array, np.broadcast_to(src.array, dst.array.shape))
+    expected = np.broadcast_to(array_of(src), array_of(dst).shape)
+    np.testing.assert_array_equal(array_of(dst), expected)
     for name in expected_calls:
         assert name in fake.calls
+    assert "free" not in fake.calls  # the device side was dense: no temporary
+
+
+def test_staged_copy_refuses_a_capturing_stream(monkeypatch):
+    fake = FakeDriver(monkeypatch, capturing=True)
+    dst = DeviceView(np.zeros((12, 80), "f4"), 0)
+    with pytest.raises(RuntimeError, match="cannot be captured: stream 0x7 is capturing"):
+        copy(dst, view(np.ones((12, 160), "f4")[:, ::2]), stream=7)
+    assert not fake.calls
+    assert not array_of(dst).any()

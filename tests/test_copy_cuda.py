@@ -12,7 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers.copy_cases import copy_cases, expected_bytes
+from helpers.copy_cases import (
+    copy_cases,
+    expected_bytes,
+    host_view,
+    mirrored_view,
+    numpy_pair,
+    small_specs,
+)
 from hypothesis import given, settings
 
 from layoutkit import _driver
@@ -25,18 +32,6 @@ HERE = Path(__file__).resolve().parent
 
 KINDS = ("host", "pinned", "device")
 PAIRS = [(d, s) for d in KINDS for s in KINDS if "device" in (d, s) or "pinned" in (d, s)]
-
-
-class MirroredView:
-    """The view attributes ``copy`` reads, over a mirror of a NumPy byte buffer."""
-
-    def __init__(self, memory, array):
-        self.ptr = memory.ptr + (array.__array_interface__["data"][0] - memory.host.ctypes.data)
-        self.layout = StridedLayout(array.shape, array.strides, array.itemsize, divide_strides=True)
-        self.dtype = array.dtype
-        self.readonly = False
-        self.is_device_accessible = memory.kind != "host"
-        self.device_id = 0 if memory.kind == "device" else -1
 
 
 class Memory:
@@ -57,7 +52,9 @@ class Memory:
             _driver.memcpy(self.ptr, host.ctypes.data, host.nbytes)
 
     def view(self, array):
-        return MirroredView(self, array)
+        if self.kind == "host":
+            return host_view(array)
+        return mirrored_view(self.ptr, array, self.host)
 
     def read(self):
         if self.kind == "host":
@@ -93,6 +90,17 @@ def check_case(case, dst_kind, src_kind):
 @given(case=copy_cases())
 def test_random_layouts(dst_kind, src_kind, case):
     check_case(case, dst_kind, src_kind)
+
+
+#: Cases of the random-layout benchmark's generator, at test sizes.
+GENERATOR_SPECS = small_specs(11, 120, (256, 1 << 20))
+
+
+@pytest.mark.parametrize(("dst_kind", "src_kind"), PAIRS)
+def test_generator_layouts(dst_kind, src_kind):
+    count = len(GENERATOR_SPECS) if (dst_kind, src_kind) == ("device", "device") else 30
+    for seed, spec in enumerate(GENERATOR_SPECS[:count]):
+        check_case(numpy_pair(spec, seed, misalign=seed % 3 * 4), dst_kind, src_kind)
 
 
 def _named(itemsize, make, shape=(67, 45)):
@@ -174,13 +182,21 @@ def test_strided_memory_view_end_to_end():
 SANITIZED = """
 import sys
 sys.path[:0] = {paths!r}
+from helpers.copy_cases import numpy_pair, small_specs
 from test_copy_cuda import LAYOUTS, _named, check_case
 for itemsize in (1, 2, 4, 8, 16, 3):
     for layout in ("transpose", "reverse-step", "broadcast-row", "broadcast-column", "3d-permute"):
         for dst_kind, src_kind in (("device", "device"), ("host", "device"), ("device", "host")):
             check_case(_named(itemsize, LAYOUTS[layout], (37, 45)), dst_kind, src_kind)
-for itemsize in (1, 2):  # the register-block transpose
-    check_case(_named(itemsize, lambda a: a.T, (40, 72)), "device", "device")
+for itemsize in (1, 2):  # the block kernel: squares with edges, a deinterleave
+    check_case(_named(itemsize, lambda a: a.T, (40, 75)), "device", "device")
+    check_case(_named(itemsize, lambda a: a.reshape(13, 5, 3).transpose(2, 0, 1), (13, 15)),
+               "device", "device")
+for seed, spec in enumerate(small_specs(5, 40, (256, 65536))):
+    check_case(numpy_pair(spec, seed, misalign=seed % 3 * 4), "device", "device")
+    if seed % 4 == 0:
+        check_case(numpy_pair(spec, seed), "device", "host")
+        check_case(numpy_pair(spec, seed), "host", "device")
 print("sanitized copies ok")
 """
 
@@ -196,3 +212,115 @@ def test_compute_sanitizer_memcheck():
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "sanitized copies ok" in result.stdout
+
+
+# ----------------------------------------------------------------------------- graphs
+def _graph_case():
+    """A uint8 transpose planned as blocks and an edge (two launches), and its buffers."""
+    return _named(1, lambda a: a[:, :1029].T, (1040, 1032))
+
+
+def _fresh_source(memory, array, round_):
+    """New bytes in the source buffer (as before the replay), returned as NumPy."""
+    rng = np.random.default_rng(100 + round_)
+    memory.host[...] = rng.integers(0, 256, memory.host.size, dtype=np.uint8)
+    _driver.memcpy(memory.ptr, memory.host.ctypes.data, memory.host.nbytes)
+    return array
+
+
+def _replay_three_times(capture, replay):
+    """Capture a device copy, then replay it three times after new source data."""
+    dst_buffer, dst, src_buffer, src = _graph_case()
+    dst_memory, src_memory = Memory("device", dst_buffer), Memory("device", src_buffer)
+    try:
+        copy(dst_memory.view(dst), src_memory.view(src))  # compiles the kernels
+        graph = capture(lambda stream: copy(dst_memory.view(dst), src_memory.view(src),
+                                            stream=stream))  # fmt: skip
+        for round_ in range(3):
+            _fresh_source(src_memory, src, round_)
+            replay(graph)
+            np.testing.assert_array_equal(dst_memory.read(), expected_bytes(dst_buffer, dst, src))
+    finally:
+        dst_memory.free()
+        src_memory.free()
+
+
+def _cu(result):
+    """The value of a cuda-bindings driver call, which must have succeeded."""
+    from cuda.bindings import driver as cu
+
+    assert result[0] == cu.CUresult.CUDA_SUCCESS, result[0]
+    return result[1] if len(result) == 2 else None
+
+
+def _capturing_stream():
+    from cuda.bindings import driver as cu
+
+    _driver.ensure_context()
+    return _cu(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+
+
+def test_graph_capture_with_the_driver():
+    from cuda.bindings import driver as cu
+
+    stream = _capturing_stream()
+
+    def capture(queue):
+        _cu(cu.cuStreamBeginCapture(stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL))
+        queue(int(stream))
+        graph = _cu(cu.cuStreamEndCapture(stream))
+        return _cu(cu.cuGraphInstantiate(graph, 0))
+
+    def replay(executable):
+        _cu(cu.cuGraphLaunch(executable, stream))
+        _cu(cu.cuStreamSynchronize(stream))
+
+    _replay_three_times(capture, replay)
+
+
+def test_graph_capture_with_torch():
+    torch = pytest.importorskip("torch")
+
+    def capture(queue):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            queue(torch.cuda.current_stream().cuda_stream)
+        return graph
+
+    def replay(graph):
+        graph.replay()
+        torch.cuda.synchronize()
+
+    _replay_three_times(capture, replay)
+
+
+def test_graph_capture_with_cupy():
+    cp = pytest.importorskip("cupy")
+    stream = cp.cuda.Stream(non_blocking=True)
+
+    def capture(queue):
+        with stream:
+            stream.begin_capture()
+            queue(stream.ptr)
+            return stream.end_capture()
+
+    def replay(graph):
+        graph.launch(stream)
+        stream.synchronize()
+
+    _replay_three_times(capture, replay)
+
+
+def test_staged_copy_during_capture_raises_and_keeps_the_capture():
+    from cuda.bindings import driver as cu
+
+    stream = _capturing_stream()
+    dst_buffer, dst, src_buffer, src = _named(4, lambda a: a.T, (64, 48))
+    dst_memory = Memory("device", dst_buffer)
+    try:
+        _cu(cu.cuStreamBeginCapture(stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL))
+        with pytest.raises(RuntimeError, match="cannot be captured"):
+            copy(dst_memory.view(dst), Memory("host", src_buffer).view(src), stream=int(stream))
+        assert _cu(cu.cuStreamEndCapture(stream)) is not None  # the capture is still valid
+    finally:
+        dst_memory.free()

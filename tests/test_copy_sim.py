@@ -1,7 +1,10 @@
 """The GPU copy kernels under numba-cuda's simulator, checked byte for byte against NumPy.
 
 The simulator must be enabled before Numba's CUDA target is imported, so the cases run
-in a subprocess (this file, executed as a script with ``NUMBA_ENABLE_CUDASIM=1``).
+in a subprocess (this file, executed as a script with ``NUMBA_ENABLE_CUDASIM=1``). Cases:
+named layouts that reach every kernel shape (square, thin and multi-axis tiles, the three
+block shapes, fills, edges), random pairs of the benchmark's generator at small sizes,
+and random small edge cases (odd itemsizes, misaligned bases, broadcasting).
 """
 
 import os
@@ -11,25 +14,49 @@ from pathlib import Path
 
 import numpy as np
 
-from layoutkit.copy.plan import (
-    BLOCK_VECTORS,
-    ELEMENTWISE,
-    FILL,
-    TRANSPOSE,
-    TRANSPOSE_TILE,
-    broadcast_source_strides,
-    plan_copy,
-)
-
 HERE = Path(__file__).resolve().parent
 
+#: Random pairs of the benchmark generator run under the simulator (it runs every thread
+#: of a block as a Python thread: keep the count small).
+GENERATOR_CASES = 36
+EDGE_CASES = 40
 
-def _random_case(rng):
+
+def _typed(rng, shape, dtype):
+    """A C-ordered array of random bytes (NumPy's allocation: 16-byte aligned)."""
+    array = np.empty(shape, dtype)
+    array.view(np.uint8).reshape(-1)[...] = np.frombuffer(rng.bytes(array.nbytes), np.uint8)
+    return array
+
+
+def _named_cases():
+    rng = np.random.default_rng(7)
+    for dtype in ("u1", "u2", "u4", "u8", "c16", "V3"):
+        a = _typed(rng, (40, 13), dtype)
+        yield a.T  # a thin transpose
+        yield a[::-1, ::2]  # reversed and strided
+        yield np.broadcast_to(a[:, :1], (40, 16))  # a fill
+        yield np.broadcast_to(a[3], (5, 13))  # a broadcast row
+    for dtype in ("u1", "u2", "u4", "f8", "c16"):
+        yield _typed(rng, (70, 67), dtype).T  # partly filled tiles and block edges
+        yield _typed(rng, (4,) * 6, dtype).transpose(5, 3, 1, 4, 2, 0)  # a tile of 6 axes
+        yield _typed(rng, (6, 5, 7, 4), dtype).transpose(3, 1, 0, 2)
+    for dtype in ("u1", "u2"):  # the block kernel: deinterleave, interleave, square
+        yield _typed(rng, (12, 21, 3), dtype).transpose(2, 0, 1)
+        yield _typed(rng, (5, 9, 16), dtype).transpose(1, 2, 0)
+        yield _typed(rng, (48, 72), dtype).T
+        yield _typed(rng, (3, 16, 5, 8), dtype).transpose(0, 2, 3, 1)
+        yield _typed(rng, (72, 80), dtype)[:, :67].T  # 67 = 8 * 8 + 3: blocks and an edge
+    yield _typed(rng, (300, 5), "f4").T  # (N, 5) -> (5, N)
+    yield _typed(rng, (20, 30, 3), "f4").transpose(1, 0, 2)  # 12-byte records transposed
+
+
+def _edge_case(rng):
     from helpers.copy_cases import ITEMSIZES, strided_view
 
     itemsize = int(rng.choice(ITEMSIZES))
-    ndim = int(rng.integers(0, 5))
-    shape = tuple(int(e) for e in rng.integers(0, 6, ndim))
+    ndim = int(rng.integers(1, 5))
+    shape = tuple(int(e) for e in rng.integers(1, 7, ndim))
 
     def spec(shape):
         return (
@@ -41,73 +68,59 @@ def _random_case(rng):
 
     src_shape = tuple(1 if rng.integers(0, 4) == 0 else e for e in shape)
     dst_buffer, dst = strided_view(shape, itemsize, *spec(shape), fill=bytes)
-    src_buffer, src = strided_view(src_shape, itemsize, *spec(src_shape), fill=rng.bytes)
+    _, src = strided_view(src_shape, itemsize, *spec(src_shape), fill=rng.bytes)
     return dst_buffer, dst, src
 
 
-def _named_cases():
-    rng = np.random.default_rng(7)
-    for dtype in ("u1", "u2", "u4", "u8", "c16", "V3", "V6"):
-        itemsize = np.dtype(dtype).itemsize
-        typed = np.frombuffer(rng.bytes(40 * 13 * itemsize), dtype).reshape(40, 13)
-        column = np.broadcast_to(typed[:, :1], (40, 16))
-        for src in (typed.T, typed[::-1, ::2], typed[:, None, :].transpose(2, 1, 0), column):
-            dst = np.zeros(src.shape, dtype)
-            yield dst.view(np.uint8).reshape(-1), dst, src
-        if itemsize in TRANSPOSE_TILE:  # full tiles take the unrolled path of the kernel
-            tile = TRANSPOSE_TILE[itemsize]
-            shape = (2 * tile + 3, tile + 5)
-            typed = np.frombuffer(rng.bytes(shape[0] * shape[1] * itemsize), dtype).reshape(shape)
-            dst = np.zeros(shape[::-1], dtype)
-            yield dst.view(np.uint8).reshape(-1), dst, typed.T
-        if itemsize in BLOCK_VECTORS:  # blocks of 8 x 8 units: the register-block kernel
-            for shape, axes in (((40, 72), (1, 0)), ((3, 16, 5, 8), (0, 2, 3, 1))):
-                typed = np.empty(shape, dtype)  # NumPy's allocation: 16-byte aligned
-                typed.view(np.uint8)[...] = np.frombuffer(
-                    rng.bytes(typed.nbytes), np.uint8
-                ).reshape(typed.view(np.uint8).shape)
-                src = typed.transpose(axes)
-                dst = np.zeros(src.shape, dtype)
-                yield dst.view(np.uint8).reshape(-1), dst, src
-        for shape, axes in (((8, 8, 8, 8), (3, 2, 1, 0)), ((4,) * 6, (5, 3, 1, 4, 2, 0))):
-            typed = np.frombuffer(rng.bytes(int(np.prod(shape)) * itemsize), dtype).reshape(shape)
-            src = typed.transpose(axes)
-            dst = np.zeros(src.shape, dtype)
-            yield dst.view(np.uint8).reshape(-1), dst, src
+def _cases():
+    from helpers.copy_cases import numpy_pair, small_specs
 
-
-def run_cases(n_random):
-    """Run the named and ``n_random`` random cases; return ``{method: count}``."""
-    from layoutkit.copy.gpu import launch_plan
-
+    for src in _named_cases():
+        dst = np.zeros(src.shape, src.dtype)
+        yield dst.view(np.uint8).reshape(-1), dst, src
+    for seed, spec in enumerate(small_specs(2024, GENERATOR_CASES, (512, 24576))):
+        dst_buffer, dst, _, src = numpy_pair(spec, seed, misalign=seed % 3 * 4)
+        yield dst_buffer, dst, src
     rng = np.random.default_rng(1234)
-    cases = list(_named_cases()) + [_random_case(rng) for _ in range(n_random)]
+    for _ in range(EDGE_CASES):
+        yield _edge_case(rng)
+
+
+def run_cases():
+    """Run every case; return ``{kind: count}`` of the launches that ran."""
+    from helpers.copy_cases import layout_of
+
+    from layoutkit.copy.gpu import launch_plan
+    from layoutkit.copy.plan import KERNEL, plan_copy
+
     counts = {}
-    for dst_buffer, dst, src in cases:
-        itemsize = dst.itemsize
-        src_strides = broadcast_source_strides(
-            dst.shape, src.shape, tuple(s // itemsize for s in src.strides)
-        )
+    for dst_buffer, dst, src in _cases():
+        src_layout = layout_of(src)
+        if src.shape != dst.shape:
+            src_layout = src_layout.broadcast_to(dst.shape)
         dst_ptr = dst.__array_interface__["data"][0]
         src_ptr = src.__array_interface__["data"][0]
-        dst_strides = tuple(s // itemsize for s in dst.strides)
-        plan = plan_copy(
-            dst.shape, dst_strides, src_strides, itemsize, dst_ptr, src_ptr, True, True
-        )
-        if plan.method not in (ELEMENTWISE, FILL, TRANSPOSE):
+        plan = plan_copy(layout_of(dst), src_layout, dst_ptr, src_ptr, True, True)
+        if plan.method != KERNEL:
             continue
         expected = dst_buffer.copy()
         offset = dst_ptr - dst_buffer.ctypes.data
         np.copyto(np.ndarray(dst.shape, dst.dtype, expected, offset, dst.strides), src)
         launch_plan(plan, dst_ptr, src_ptr)
-        assert dst_buffer.tobytes() == expected.tobytes(), (plan, dst.shape, src.strides)
-        keys = [f"{plan.method}-{plan.unit}", "grouped-transpose"]
-        if plan.vector:
-            keys.append(f"block-transpose-{plan.unit}")
-        for key in keys:
-            if key == "grouped-transpose" and len(plan.row_axes) + len(plan.col_axes) <= 2:
-                continue
-            counts[key] = counts.get(key, 0) + 1
+        assert dst_buffer.tobytes() == expected.tobytes(), (plan.describe(), dst.shape,
+                                                            src.strides)  # fmt: skip
+        for launch in plan.launches:
+            kind = f"{launch.kernel}-{launch.key[0]}"
+            extra = []
+            if launch.kernel == "direct" and launch.key[1]:
+                extra.append("fill")
+            if launch.kernel == "block":
+                ka, kb = launch.key[1], launch.key[2]
+                extra.append("block-square" if ka == kb else "block-run")
+            for key in (kind, *extra):
+                counts[key] = counts.get(key, 0) + 1
+        if len(plan.launches) > 1:
+            counts["edges"] = counts.get("edges", 0) + 1
     return counts
 
 
@@ -115,21 +128,23 @@ def test_kernels_under_the_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
     result = subprocess.run(
-        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, __file__], env=env, capture_output=True, text=True, timeout=900
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     counts = eval(result.stdout.strip().splitlines()[-1])
-    assert {"transpose-1", "transpose-4", "transpose-16", "elementwise-1"} <= set(counts)
-    assert counts["block-transpose-1"] >= 2
-    assert counts["block-transpose-2"] >= 2
-    assert counts["block-transpose-4"] >= 2
-    assert counts["grouped-transpose"] >= 7
-    assert sum(n for key, n in counts.items() if key.startswith("fill")) >= 4
-    assert sum(counts.values()) >= 40
+    for unit in (1, 2, 4, 8, 16):
+        assert counts.get(f"tiled-{unit}", 0) >= 2, counts
+        assert counts.get(f"direct-{unit}", 0) >= 1, counts
+    for unit in (1, 2):
+        assert counts.get(f"block-{unit}", 0) >= 3, counts
+    assert counts.get("block-square", 0) >= 2 and counts.get("block-run", 0) >= 4, counts
+    assert counts.get("fill", 0) >= 4, counts
+    assert counts.get("edges", 0) >= 2, counts
+    assert sum(counts.values()) >= 100, counts
 
 
 if __name__ == "__main__":
     from numba.core import config
 
     assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
-    print(run_cases(120))
+    print(run_cases())

@@ -1,18 +1,15 @@
-"""``copy(dst, src, stream=None)``: validate two views, plan, and run the plan.
+"""``copy(dst, src, stream=None)``: validate two views, plan from their layouts, run the plan.
 
-A view is anything with ``ptr`` (address of element zero), ``layout`` (a
-``StridedLayout``), ``dtype``, ``readonly``, ``is_device_accessible`` and ``device_id``,
-such as :class:`layoutkit.StridedMemoryView`; anything else that
+Both sides are :class:`layoutkit.StridedMemoryView` objects; anything else that
 ``StridedMemoryView.from_any_interface`` accepts (NumPy, CuPy, torch and JAX arrays,
-DLPack producers) is imported as one first.
+DLPack producers) is imported as one first. Objects that merely look like views (a
+``ptr`` and a ``layout`` attribute) are imported the same way, never trusted: a copy
+writes where the pointer says, so only validated views reach it.
 """
 
-from layoutkit.copy.plan import broadcast_source_strides, byte_extent, plan_copy
+from layoutkit.copy.plan import plan_copy
 
 __all__ = ["copy"]
-
-_VIEW_ATTRIBUTES = ("ptr", "layout", "readonly", "is_device_accessible", "device_id")
-
 
 def as_copy_view(obj, name, stream):
     """``obj`` as a view a copy can use: a view (checked open), or an imported array.
@@ -40,9 +37,7 @@ def as_copy_view(obj, name, stream):
     """
     from layoutkit.memoryview import StridedMemoryView
 
-    if not isinstance(obj, StridedMemoryView) and not all(
-        hasattr(obj, a) for a in _VIEW_ATTRIBUTES
-    ):
+    if not isinstance(obj, StridedMemoryView):
         from layoutkit import _driver
 
         stream_ptr = _driver.stream_handle(stream) if stream is not None else 0
@@ -73,22 +68,47 @@ def _check_dtypes(dst, src, dst_layout, src_layout):
         )
 
 
-def _broadcast_src_strides(dst_layout, src_layout):
-    return broadcast_source_strides(dst_layout.shape, src_layout.shape, src_layout.strides)
+def _broadcast(dst_layout, src_layout):
+    """The source layout broadcast to the destination's shape (``broadcast_to``)."""
+    if src_layout.shape == dst_layout.shape:
+        return src_layout
+    try:
+        return src_layout.broadcast_to(dst_layout.shape)
+    except ValueError:
+        raise ValueError(
+            f"src shape {src_layout.shape} cannot be broadcast to dst shape {dst_layout.shape}"
+        ) from None
 
 
-def _overlapping(dst, src, dst_layout, src_strides):
+def _span(view, layout):
+    """The byte range ``[lo, hi)`` of a view's elements (``offset_bounds``), absolute."""
+    low, high = layout.offset_bounds
+    itemsize = layout.itemsize
+    base = view.ptr - layout.slice_offset * itemsize
+    return base + low * itemsize, base + (high + 1) * itemsize
+
+
+def _same_elements(dst_layout, src_layout):
+    """Whether two layouts of one shape, from the same address, address the same elements.
+
+    The strides of extent-1 axes are never used, so they do not count (layout equality by
+    meaning, with the slice offsets, which are relative to different buffers, set aside).
+    """
+    return all(
+        e == 1 or d == s
+        for e, d, s in zip(dst_layout.shape, dst_layout.strides, src_layout.strides)
+    )
+
+
+def _overlapping(dst, src, dst_layout, src_layout):
     """Whether the byte ranges of the two views intersect.
 
     Host and device pointers share one (unified) address space, so ranges of any two
     views are compared: distinct allocations never intersect.
     """
-    itemsize = dst_layout.itemsize
-    d_lo, d_hi = byte_extent(dst_layout.shape, dst_layout.strides, itemsize)
-    s_lo, s_hi = byte_extent(dst_layout.shape, src_strides, itemsize)
-    if d_lo == d_hi or s_lo == s_hi:
-        return False
-    return dst.ptr + d_lo < src.ptr + s_hi and src.ptr + s_lo < dst.ptr + d_hi
+    d_lo, d_hi = _span(dst, dst_layout)
+    s_lo, s_hi = _span(src, src_layout)
+    return d_lo < s_hi and s_lo < d_hi
 
 
 def copy(dst, src, stream=None):
@@ -111,7 +131,10 @@ def copy(dst, src, stream=None):
     device-accessible memory is queued on ``stream``. A copy into host-only memory from
     device memory returns once the data has arrived. Overlapping views are refused
     (copy through a temporary instead), except a view copied onto itself, which is a
-    no-op.
+    no-op. A copy between device-accessible views can be captured into a CUDA graph
+    on a capturing ``stream`` (it allocates nothing and never waits); run it once
+    before capturing, so its kernel is compiled. A copy with a host-only side cannot be
+    captured and raises ``RuntimeError`` on a capturing stream.
 
     Raises
     ------
@@ -140,9 +163,9 @@ def copy(dst, src, stream=None):
     """
     dst = as_copy_view(dst, "dst", stream)
     src = as_copy_view(src, "src", stream)
-    dst_layout, src_layout = dst.layout, src.layout
-    _check_dtypes(dst, src, dst_layout, src_layout)
-    src_strides = _broadcast_src_strides(dst_layout, src_layout)
+    dst_layout, src_own_layout = dst.layout, src.layout
+    _check_dtypes(dst, src, dst_layout, src_own_layout)
+    src_layout = _broadcast(dst_layout, src_own_layout)
     if dst.readonly:
         raise ValueError("dst is read-only")
     if dst_layout.volume == 0:
@@ -152,8 +175,8 @@ def copy(dst, src, stream=None):
             f"dst layout is not unique (shape {dst_layout.shape}, strides {dst_layout.strides}): "
             "a broadcast destination cannot be written"
         )
-    if _overlapping(dst, src, dst_layout, src_strides):
-        if dst.ptr == src.ptr and tuple(dst_layout.strides) == tuple(src_strides):
+    if _overlapping(dst, src, dst_layout, src_layout):
+        if dst.ptr == src.ptr and _same_elements(dst_layout, src_layout):
             return
         raise ValueError(
             "dst and src overlap in memory; copy src into a temporary first "
@@ -161,16 +184,7 @@ def copy(dst, src, stream=None):
         )
     dst_on_device = bool(dst.is_device_accessible)
     src_on_device = bool(src.is_device_accessible)
-    plan = plan_copy(
-        dst_layout.shape,
-        dst_layout.strides,
-        src_strides,
-        dst_layout.itemsize,
-        dst.ptr,
-        src.ptr,
-        dst_on_device,
-        src_on_device,
-    )
+    plan = plan_copy(dst_layout, src_layout, dst.ptr, src.ptr, dst_on_device, src_on_device)
     if not dst_on_device and not src_on_device:
         from layoutkit.copy.cpu import run_host_plan
 
@@ -178,4 +192,4 @@ def copy(dst, src, stream=None):
         return
     from layoutkit.copy._transfer import run_device_plan
 
-    run_device_plan(plan, dst, src, dst_layout, src_strides, stream)
+    run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stream)

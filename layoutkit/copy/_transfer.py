@@ -1,216 +1,220 @@
 """Execute copy plans that involve device-accessible memory.
 
-* device to device: ``cuMemcpyAsync`` for one contiguous run, else a numba-cuda kernel
-  (:mod:`layoutkit.copy.gpu`) on the destination's device;
-* host to device and device to host: ``cuMemcpyAsync``, ``cuMemcpy2DAsync`` for rows at
-  a pitch, else staging: a dense host side is moved whole into a device temporary and
-  rearranged there by a kernel; a strided host side is packed (or unpacked) on the host
-  into a pinned buffer that is dense in the destination's axis order.
+* device to device (pinned and managed memory count as device-accessible): the kernels of
+  :mod:`layoutkit.copy.gpu`, or ``cuMemcpyAsync`` for one contiguous run. Nothing on this
+  path allocates, synchronises or waits on the host, so it can be captured into a CUDA
+  graph (driver stream capture, ``torch.cuda.graph``, CuPy's capture) and replayed.
+* host to device and device to host (a pageable host side): ``cuMemcpyAsync`` for one
+  contiguous run, ``cuMemcpy2DAsync`` for long rows at a pitch, else *staged*:
 
-Driver calls go through :mod:`layoutkit._driver`; this module adds the 2-d copy and the
-peer-access checks. A copy that writes host-only memory, and every staged copy, waits for
-its stream before returning.
+  - a host side without gaps between its elements (any axis order) moves whole: its
+    bytes go to a device temporary, and a device kernel rearranges them (or the
+    reverse);
+  - a host side with gaps is packed into (or unpacked from) a dense layout in its own
+    axis order, in chunks, through a ring of ``STAGING_BUFFERS`` pinned buffers of
+    ``STAGING_BYTES`` each: the host packs chunk ``i + 1`` (on ``HOST_THREADS``
+    threads) while the copy engine moves chunk ``i``; a device kernel does any
+    permutation. A broadcast source is packed before broadcasting (only its own
+    elements cross the bus).
+
+  Staged copies need the host and cannot be captured into a graph: queued on a
+  capturing stream they raise ``RuntimeError`` before touching it.
+
+A copy that writes host-only memory returns once the data has arrived. Driver calls go
+through :mod:`layoutkit._driver`.
 """
 
 import threading
 
 from layoutkit import _driver
-from layoutkit.copy.plan import (
-    COPY2D,
-    ELEMENTWISE,
-    FILL,
-    MEMCPY,
-    NONE,
-    STAGE_DEVICE,
-    STAGE_HOST,
-    TRANSPOSE,
-    byte_extent,
-    plan_copy,
-)
+from layoutkit.copy.plan import COPY2D, KERNEL, MEMCPY, NONE, STAGED, plan_copy
 
 __all__ = ["run_device_plan"]
 
-_MEMORYTYPE_HOST = 1
-_MEMORYTYPE_UNIFIED = 4
+#: Pinned staging buffers (a ring) and the bytes of each.
+STAGING_BUFFERS = 3
+STAGING_BYTES = 8 << 20
 
-_pinned_lock = threading.Lock()
-_pinned = {"ptr": 0, "size": 0}
-#: A pinned staging buffer up to this size is kept for the next staged copy.
-KEEP_PINNED_BYTES = 64 << 20
-
-
-class _Side:
-    """One side of a copy: element-zero address, element strides, where it lives."""
-
-    __slots__ = ("ptr", "strides", "on_device")
-
-    def __init__(self, ptr, strides, on_device):
-        self.ptr = ptr
-        self.strides = tuple(strides)
-        self.on_device = on_device
-
-
-def _dense_strides(shape, order_strides):
-    """C-dense element strides for ``shape`` with axes ordered like ``order_strides``."""
-    order = sorted(range(len(shape)), key=lambda k: abs(order_strides[k]), reverse=True)
-    strides = [0] * len(shape)
-    step = 1
-    for k in reversed(order):
-        strides[k] = step
-        step *= shape[k]
-    return tuple(strides)
-
-
-def _memcpy_2d(plan, dst, src, stream):
-    driver = _driver._bindings()
-    params = driver.CUDA_MEMCPY2D()
-    for prefix, side, offset, pitch in (
-        ("src", src, plan.src_offset, plan.src_strides[0]),
-        ("dst", dst, plan.dst_offset, plan.dst_strides[0]),
-    ):
-        address = side.ptr + offset
-        if side.on_device:
-            setattr(params, prefix + "MemoryType", driver.CUmemorytype(_MEMORYTYPE_UNIFIED))
-            setattr(params, prefix + "Device", address)
-        else:
-            setattr(params, prefix + "MemoryType", driver.CUmemorytype(_MEMORYTYPE_HOST))
-            setattr(params, prefix + "Host", address)
-        setattr(params, prefix + "Pitch", pitch)
-    params.WidthInBytes = plan.shape[1] * plan.unit
-    params.Height = plan.shape[0]
-    _driver._call("cuMemcpy2DAsync", params, stream)
+_staging_lock = threading.Lock()
+_staging = {}  # device id -> [(pinned address, event)], made on first use
 
 
 def _check_devices(dst_device, src_device):
     """The device that runs the copy; refuse devices that cannot reach each other."""
     if dst_device >= 0 and src_device >= 0 and dst_device != src_device:
-        driver = _driver._bindings()
-        can_access = _driver._call(
-            "cuDeviceCanAccessPeer",
-            _driver._call("cuDeviceGet", dst_device),
-            _driver._call("cuDeviceGet", src_device),
-        )
-        if not can_access:
+        if not _driver.device_can_access_peer(dst_device, src_device):
             raise ValueError(
                 f"dst is on device {dst_device} and src on device {src_device}, "
                 "which has no peer access to it; copy through host memory"
             )
-        with _driver.device_context(dst_device):
-            error = driver.cuCtxEnablePeerAccess(_driver.primary_context(src_device), 0)[0]
-            already = driver.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
-            if error not in (driver.CUresult.CUDA_SUCCESS, already):
-                _driver._raise_for("cuCtxEnablePeerAccess", error)
+        _driver.enable_peer_access(dst_device, src_device)
     for device in (dst_device, src_device):
         if device >= 0:
             return device
     return _driver.ensure_context()
 
 
-def _run_kernel(plan, dst, src, stream, device_id):
-    from layoutkit.copy import gpu
-
-    with _driver.device_context(device_id):
-        gpu.launch_plan(plan, dst.ptr, src.ptr, stream, device_id)
-
-
-def _device_temporary(nbytes, stream, device_id):
-    with _driver.device_context(device_id):
-        return _driver.mem_alloc_async(max(nbytes, 1), stream)
-
-
-def _free_device_temporary(ptr, stream, device_id):
-    with _driver.device_context(device_id):
-        _driver.mem_free_async(ptr, stream)
+def _ring(device_id):
+    """The pinned staging buffers of a device and their events (lock held, context current)."""
+    ring = _staging.get(device_id)
+    if ring is None:
+        ring = _staging[device_id] = [
+            (_driver.mem_host_alloc(STAGING_BYTES), _driver.event_create())
+            for _ in range(STAGING_BUFFERS)
+        ]
+    return ring
 
 
-def _pinned_buffer(nbytes):
-    """The process's pinned staging buffer, grown to ``nbytes`` (caller holds the lock)."""
-    if _pinned["size"] < nbytes:
-        _release_pinned(0)
-        _pinned["ptr"] = _driver.mem_host_alloc(nbytes)
-        _pinned["size"] = nbytes
-    return _pinned["ptr"]
-
-
-def _release_pinned(keep):
-    """Free the staging buffer if it is larger than ``keep`` bytes (caller holds the lock)."""
-    if _pinned["ptr"] and _pinned["size"] > keep:
-        ptr = _pinned["ptr"]
-        _pinned["ptr"], _pinned["size"] = 0, 0
-        _driver.mem_free_host(ptr)
-
-
-def _execute(plan, shape, itemsize, dst, src, stream, device_id):
-    """Run ``plan`` from ``src`` to ``dst`` (both :class:`_Side`), any placement of the two."""
+def _execute(plan, dst_ptr, src_ptr, dst_on_device, stream, device_id):
+    """Run a ``memcpy``, ``copy2d`` or ``kernel`` plan; True when it was one of them."""
     method = plan.method
     if method == NONE:
-        return
+        return True
     if method == MEMCPY:
-        _driver.memcpy_async(
-            dst.ptr + plan.dst_offset, src.ptr + plan.src_offset, plan.nbytes, stream
-        )
+        _driver.memcpy_async(dst_ptr + plan.dst_offset, src_ptr + plan.src_offset,
+                             plan.nbytes, stream)  # fmt: skip
     elif method == COPY2D:
-        _memcpy_2d(plan, dst, src, stream)
-    elif method in (ELEMENTWISE, FILL, TRANSPOSE):
-        _run_kernel(plan, dst, src, stream, device_id)
-    elif method == STAGE_DEVICE:
-        _stage_on_device(shape, itemsize, dst, src, stream, device_id)
-    elif method == STAGE_HOST:
-        _stage_on_host(shape, itemsize, dst, src, stream, device_id)
+        _driver.memcpy_2d_async(
+            dst_ptr + plan.dst_offset, plan.dst_strides[0], dst_on_device,
+            src_ptr + plan.src_offset, plan.src_strides[0], not dst_on_device,
+            plan.shape[1] * plan.unit, plan.shape[0], stream,
+        )  # fmt: skip
+    elif method == KERNEL:
+        from layoutkit.copy import gpu
+
+        gpu.launch_plan(plan, dst_ptr, src_ptr, stream, device_id)
     else:
-        raise ValueError(f"unknown copy plan method {method!r}")
+        return False
+    return True
 
 
-def _replan(shape, itemsize, dst, src, stream, device_id):
-    plan = plan_copy(
-        shape, dst.strides, src.strides, itemsize, dst.ptr, src.ptr, dst.on_device, src.on_device
-    )
-    _execute(plan, shape, itemsize, dst, src, stream, device_id)
+def _device_copy(dst_ptr, dst_layout, src_ptr, src_layout, stream, device_id):
+    """A device-to-device copy between two layouts (any plan but staging)."""
+    plan = plan_copy(dst_layout, src_layout, dst_ptr, src_ptr, True, True)
+    _execute(plan, dst_ptr, src_ptr, True, stream, device_id)
 
 
-def _stage_on_device(shape, itemsize, dst, src, stream, device_id):
-    """The host side is dense: move its bytes whole, rearrange them on the device."""
-    host = src if dst.on_device else dst
-    lo, hi = byte_extent(shape, host.strides, itemsize)
-    temporary = _device_temporary(hi - lo, stream, device_id)
+def _span(layout):
+    """``(low, high)``: the byte range of a layout's elements, relative to element zero."""
+    low, high = layout.offset_bounds
+    itemsize = layout.itemsize
+    return (low - layout.slice_offset) * itemsize, (high - layout.slice_offset + 1) * itemsize
+
+
+def _gap_free(layout):
+    """Whether a layout's elements fill their byte range exactly (any order, any signs)."""
+    low, high = layout.offset_bounds
+    return layout.is_unique and high - low + 1 == layout.volume
+
+
+def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, device_id):
+    """Host <-> device through a device temporary and, for a host side with gaps, pinned
+    staging buffers (see the module docstring)."""
+    to_device = bool(dst.is_device_accessible)
+    host_ptr = src.ptr if to_device else dst.ptr
+    host_layout = src_own_layout if to_device else dst_layout
+    itemsize = host_layout.itemsize
+    low, high = _span(host_layout)
+    if _gap_free(host_layout):  # move the host bytes whole, rearrange on the device
+        nbytes = high - low
+        temporary = _driver.mem_alloc_async(max(nbytes, 1), stream)
+        twin = temporary - low
+        try:
+            if to_device:
+                _driver.memcpy_async(temporary, host_ptr + low, nbytes, stream)
+                _device_copy(dst.ptr, dst_layout, twin, _broadcast(host_layout, dst_layout),
+                             stream, device_id)  # fmt: skip
+            else:
+                _device_copy(twin, host_layout, src.ptr, src_layout, stream, device_id)
+                _driver.memcpy_async(host_ptr + low, temporary, nbytes, stream)
+        finally:
+            _driver.mem_free_async(temporary, stream)
+        if not to_device:
+            _driver.stream_synchronize(stream)
+        return
+    dense = host_layout.to_dense()
+    device_ptr, device_layout = (dst.ptr, dst_layout) if to_device else (src.ptr, src_layout)
+    same = plan_copy(device_layout, _broadcast(dense, device_layout), device_ptr, 0, True, True)
+    temporary = None
+    if same.method == MEMCPY:  # the device side is that dense layout: no temporary
+        base = device_ptr + same.dst_offset - same.src_offset
+    else:
+        base = temporary = _driver.mem_alloc_async(max(dense.volume * itemsize, 1), stream)
     try:
-        twin = _Side(temporary - lo, host.strides, True)
-        if dst.on_device:
-            _driver.memcpy_async(temporary, src.ptr + lo, hi - lo, stream)
-            _replan(shape, itemsize, dst, twin, stream, device_id)
-        else:
-            _replan(shape, itemsize, twin, src, stream, device_id)
-            _driver.memcpy_async(dst.ptr + lo, temporary, hi - lo, stream)
+        with _staging_lock:
+            if to_device:
+                _pack_and_send(base, dense, host_ptr, host_layout, stream, device_id)
+                if temporary is not None:
+                    _device_copy(dst.ptr, dst_layout, base, _broadcast(dense, dst_layout),
+                                 stream, device_id)  # fmt: skip
+            else:
+                if temporary is not None:
+                    _device_copy(base, dense, src.ptr, src_layout, stream, device_id)
+                _receive_and_unpack(host_ptr, host_layout, base, dense, stream, device_id)
     finally:
-        _free_device_temporary(temporary, stream, device_id)
-    if not dst.on_device:
-        _driver.stream_synchronize(stream)
+        if temporary is not None:
+            _driver.mem_free_async(temporary, stream)
 
 
-def _stage_on_host(shape, itemsize, dst, src, stream, device_id):
-    """The host side is strided: pack or unpack it through pinned memory."""
-    from layoutkit.copy.cpu import run_host_plan
-
-    nbytes = itemsize
-    for extent in shape:
-        nbytes *= extent
-    dense = _dense_strides(shape, dst.strides)
-    with _pinned_lock:
-        pinned = _Side(_pinned_buffer(nbytes), dense, False)
-        if dst.on_device:
-            run_host_plan(plan_copy(shape, dense, src.strides, itemsize, pinned.ptr, src.ptr),
-                          pinned.ptr, src.ptr)  # fmt: skip
-            _replan(shape, itemsize, dst, pinned, stream, device_id)
-            _driver.stream_synchronize(stream)
-        else:
-            _replan(shape, itemsize, pinned, src, stream, device_id)
-            _driver.stream_synchronize(stream)
-            run_host_plan(plan_copy(shape, dst.strides, dense, itemsize, dst.ptr, pinned.ptr),
-                          dst.ptr, pinned.ptr)  # fmt: skip
-        _release_pinned(KEEP_PINNED_BYTES)
+def _broadcast(layout, like):
+    return layout if layout.shape == like.shape else layout.broadcast_to(like.shape)
 
 
-def run_device_plan(plan, dst, src, dst_layout, src_strides, stream):
+def _pieces(dense_layout, host_layout, host_ptr):
+    """The chunks of a pack or unpack: ``(dense byte offset, bytes, host copy arguments)``,
+    each chunk one contiguous range of the dense layout."""
+    from layoutkit.copy.cpu import split_problem
+    from layoutkit.copy.plan import _widen, coalesced
+
+    shape, ds, ss, d_off, s_off = coalesced(dense_layout, host_layout)
+    unit, shape, ds, ss = _widen(shape, ds, ss, 0, host_ptr + s_off)
+    limit = max(1, STAGING_BYTES // unit)
+    for dense_offset, host_offset, piece in split_problem(shape, ds, ss, limit):
+        m = len(piece)
+        count = 1
+        for extent in piece:
+            count *= extent
+        yield dense_offset + d_off, count * unit, (piece, ds[len(ds) - m :],
+                                                   ss[len(ss) - m :], host_offset + s_off, unit)
+
+
+def _pack_and_send(temporary, dense, host_ptr, host_layout, stream, device_id):
+    """Pack the host side chunk by chunk into the pinned ring, each chunk sent on."""
+    from layoutkit.copy.cpu import copy_problem
+
+    ring = _ring(device_id)
+    for i, (offset, nbytes, (piece, dense_strides, host_strides, host_offset, unit)) in enumerate(
+        _pieces(dense, host_layout, host_ptr)
+    ):
+        pinned, event = ring[i % len(ring)]
+        _driver.event_synchronize(event)  # the buffer's last transfer has left
+        copy_problem(pinned, host_ptr + host_offset, piece, dense_strides, host_strides, unit)
+        _driver.memcpy_async(temporary + offset, pinned, nbytes, stream)
+        _driver.event_record(event, stream)
+
+
+def _receive_and_unpack(host_ptr, host_layout, temporary, dense, stream, device_id):
+    """Bring the dense device copy back chunk by chunk and unpack it into the host view."""
+    from layoutkit.copy.cpu import copy_problem
+
+    ring = _ring(device_id)
+    pieces = list(_pieces(dense, host_layout, host_ptr))
+    for i, (offset, nbytes, _) in enumerate(pieces[: len(ring)]):
+        pinned, event = ring[i]
+        _driver.memcpy_async(pinned, temporary + offset, nbytes, stream)
+        _driver.event_record(event, stream)
+    for i, (_, _, (piece, dense_strides, host_strides, host_offset, unit)) in enumerate(pieces):
+        pinned, event = ring[i % len(ring)]
+        _driver.event_synchronize(event)
+        copy_problem(host_ptr + host_offset, pinned, piece, host_strides, dense_strides, unit)
+        later = i + len(ring)
+        if later < len(pieces):
+            offset, nbytes, _ = pieces[later]
+            _driver.memcpy_async(pinned, temporary + offset, nbytes, stream)
+            _driver.event_record(event, stream)
+
+
+def run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stream):
     """Execute ``plan`` for views of which at least one is device-accessible.
 
     Parameters
@@ -219,20 +223,35 @@ def run_device_plan(plan, dst, src, dst_layout, src_strides, stream):
         The plan :func:`layoutkit.copy.plan.plan_copy` made for these views.
     dst, src : StridedMemoryView
         The views (``ptr``, ``is_device_accessible``, ``device_id`` are read).
-    dst_layout : StridedLayout
-        The destination layout.
-    src_strides : tuple of int
-        The source strides broadcast to the destination shape, in elements.
+    dst_layout, src_layout : StridedLayout
+        The destination layout and the source's broadcast to it.
+    src_own_layout : StridedLayout
+        The source's layout before broadcasting.
     stream : None, int or stream object
         The stream the copy is ordered on.
+
+    Raises
+    ------
+    RuntimeError
+        For a staged copy (a host side that is not device-accessible) queued on a stream
+        that is capturing a CUDA graph.
     """
     handle = _driver.stream_handle(stream)
-    dst_device = dst.device_id if dst.is_device_accessible else -1
-    src_device = src.device_id if src.is_device_accessible else -1
+    dst_on_device = bool(dst.is_device_accessible)
+    src_on_device = bool(src.is_device_accessible)
+    dst_device = dst.device_id if dst_on_device else -1
+    src_device = src.device_id if src_on_device else -1
     device_id = _check_devices(dst_device, src_device)
-    dst_side = _Side(dst.ptr, dst_layout.strides, bool(dst.is_device_accessible))
-    src_side = _Side(src.ptr, src_strides, bool(src.is_device_accessible))
+    if not (dst_on_device and src_on_device) and _driver.stream_is_capturing(handle):
+        raise RuntimeError(
+            f"copy between host memory and device memory (plan {plan.method}) cannot be "
+            f"captured: stream {handle:#x} is capturing a CUDA graph; use pinned host memory "
+            "(device-accessible) or copy outside the capture"
+        )
     with _driver.device_context(device_id):
-        _execute(plan, dst_layout.shape, dst_layout.itemsize, dst_side, src_side, handle, device_id)
-    if not dst_side.on_device and plan.method in (MEMCPY, COPY2D):
+        if plan.method == STAGED:
+            _staged(dst, src, dst_layout, src_layout, src_own_layout, handle, device_id)
+            return
+        _execute(plan, dst.ptr, src.ptr, dst_on_device, handle, device_id)
+    if not dst_on_device and plan.method in (MEMCPY, COPY2D):
         _driver.stream_synchronize(handle)

@@ -1,24 +1,33 @@
-"""Execute a copy plan between two host views: ``memmove`` or an ``@njit`` kernel.
+"""Execute a copy between two host views: ``memmove`` or an ``@njit`` kernel.
 
 The kernel walks the coalesced axes with byte strides and moves one unit (1 to 16 bytes)
 per index. Its last two axes are copied in blocks, so a transpose reads and writes
-through cache-sized tiles; an elementwise plan uses a single block per row.
+through cache-sized tiles; rows contiguous on both sides move with ``memcpy``. Copies of
+more than ``PARALLEL_BYTES`` are split along their slowest axes into pieces run by a
+small pool of threads (the kernel releases the GIL).
 """
 
 import ctypes
+import os
+import threading
 
 import numpy as np
 from numba import njit
 
 from layoutkit.copy._units import UNIT_PROTOTYPES, copy_bytes, load_unit, store_unit
-from layoutkit.copy.plan import ELEMENTWISE, MEMCPY, NONE, TRANSPOSE
+from layoutkit.copy.plan import HOST, MEMCPY, NONE
 
-__all__ = ["run_host_plan"]
+__all__ = ["run_host_plan", "copy_problem", "split_problem"]
 
 #: Transpose blocks on the CPU (rows along the source's fastest axis, columns along the
 #: destination's), by unit size: tall and narrow blocks measured fastest (2-d and 3-d
 #: transposes of 1-8 byte units on a 2-core x86 host; square 32x32 blocks ran 2-4x slower).
 _TRANSPOSE_BLOCK = {1: (32, 8), 2: (32, 8), 4: (64, 8), 8: (64, 8), 16: (64, 8)}
+#: Copies above this many bytes are split over ``HOST_THREADS`` threads.
+PARALLEL_BYTES = 4 << 20
+#: Threads of host copies (and of the packing of staged transfers): half the cores, at
+#: most 8 (on a 2-core machine one thread already saturates its memory bandwidth).
+HOST_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
 
 
 @njit(cache=True, nogil=True)
@@ -65,17 +74,118 @@ def _copy_blocked(
             k -= 1
 
 
-def _kernel_axes(plan):
-    """Shape and strides for the kernel: at least 2 axes, the tiled pair last."""
-    shape, dst, src = list(plan.shape), list(plan.dst_strides), list(plan.src_strides)
-    if plan.method == TRANSPOSE:
-        for axes in (shape, dst, src):
-            axes.insert(len(axes) - 1, axes.pop(plan.row_axes[0]))
+def _source_fast_axis(shape, src_strides):
+    """The source's fastest moving axis (the last axis wins ties), or the last axis."""
+    last = len(shape) - 1
+    moving = [k for k in range(len(shape)) if src_strides[k] != 0]
+    if not moving:
+        return last
+    return min(moving, key=lambda k: (abs(src_strides[k]), k != last))
+
+
+def _run_one(dst, src, shape, dst_strides, src_strides, unit):
+    if len(shape) == 1 and dst_strides[0] == unit and src_strides[0] == unit:
+        ctypes.memmove(dst, src, shape[0] * unit)
+        return
+    shape, dst_strides, src_strides = list(shape), list(dst_strides), list(src_strides)
+    fast = _source_fast_axis(shape, src_strides)
+    transpose = fast != len(shape) - 1
+    if transpose:
+        for axes in (shape, dst_strides, src_strides):
+            axes.insert(len(axes) - 1, axes.pop(fast))
     while len(shape) < 2:
         shape.insert(0, 1)
-        dst.insert(0, 0)
-        src.insert(0, 0)
-    return (np.array(axes, dtype=np.int64) for axes in (shape, dst, src))
+        dst_strides.insert(0, 0)
+        src_strides.insert(0, 0)
+    if transpose:
+        block_rows, block_cols = _TRANSPOSE_BLOCK[unit]
+    else:
+        block_rows, block_cols = shape[-2], shape[-1]
+    _copy_blocked(
+        dst, src, np.array(shape, np.int64), np.array(dst_strides, np.int64),
+        np.array(src_strides, np.int64), block_rows, block_cols, unit, UNIT_PROTOTYPES[unit],
+    )  # fmt: skip
+
+
+def split_problem(shape, dst_strides, src_strides, limit):
+    """Pieces of at most ``limit`` units that tile a coalesced problem, in its order.
+
+    Yields ``(dst_offset, src_offset, shape)`` (offsets in bytes, strides unchanged): a
+    range along the first axis whose inner axes hold at most ``limit`` units, at every
+    position of the axes before it. With a destination dense in its axis order, each
+    piece is one contiguous range of destination bytes.
+
+    Examples
+    --------
+    >>> list(split_problem((4, 6), (24, 4), (4, 16), 12))
+    [(0, 0, (2, 6)), (48, 8, (2, 6))]
+    """
+    m = len(shape)
+    inner = 1
+    k = m
+    while k > 0 and inner * shape[k - 1] <= limit:
+        k -= 1
+        inner *= shape[k]
+    if k == 0:
+        yield 0, 0, tuple(shape)
+        return
+    axis = k - 1
+    take = max(1, limit // inner)
+    outer = shape[:axis]
+    index = [0] * axis
+    while True:
+        dst_base = sum(i * s for i, s in zip(index, dst_strides, strict=False))
+        src_base = sum(i * s for i, s in zip(index, src_strides, strict=False))
+        for start in range(0, shape[axis], take):
+            count = min(take, shape[axis] - start)
+            yield (dst_base + start * dst_strides[axis], src_base + start * src_strides[axis],
+                   (count, *shape[axis + 1 :]))  # fmt: skip
+        j = axis - 1
+        while j >= 0:
+            index[j] += 1
+            if index[j] < outer[j]:
+                break
+            index[j] = 0
+            j -= 1
+        if j < 0:
+            return
+
+
+_pool_lock = threading.Lock()
+_pool = []
+
+
+def _executor():
+    if not _pool:
+        with _pool_lock:
+            if not _pool:
+                from concurrent.futures import ThreadPoolExecutor
+
+                _pool.append(ThreadPoolExecutor(HOST_THREADS, "layoutkit-copy"))
+    return _pool[0]
+
+
+def copy_problem(dst, src, shape, dst_strides, src_strides, unit):
+    """Copy a coalesced problem between host addresses (bases already offset).
+
+    Large copies are split (:func:`split_problem`) into ``HOST_THREADS`` pieces of work
+    run in parallel; the pieces never share destination bytes.
+    """
+    volume = 1
+    for e in shape:
+        volume *= e
+    if HOST_THREADS == 1 or volume * unit < PARALLEL_BYTES:
+        _run_one(dst, src, shape, dst_strides, src_strides, unit)
+        return
+    pieces = list(split_problem(shape, dst_strides, src_strides, -(-volume // HOST_THREADS)))
+    m = len(shape)
+    futures = [
+        _executor().submit(_run_one, dst + d, src + s, piece, dst_strides[m - len(piece):],
+                           src_strides[m - len(piece):], unit)  # fmt: skip
+        for d, s, piece in pieces
+    ]
+    for future in futures:
+        future.result()
 
 
 def run_host_plan(plan, dst_ptr, src_ptr):
@@ -84,42 +194,28 @@ def run_host_plan(plan, dst_ptr, src_ptr):
     Parameters
     ----------
     plan : CopyPlan
-        A plan with method ``"none"``, ``"memcpy"``, ``"elementwise"`` or ``"transpose"``.
+        A plan with method ``"none"``, ``"memcpy"`` or ``"host"``.
     dst_ptr, src_ptr : int
         Host addresses of element zero of the destination and the source.
 
     Examples
     --------
+    >>> from layoutkit import StridedLayout
     >>> from layoutkit.copy.plan import plan_copy
     >>> src = np.arange(6, dtype=np.int32).reshape(2, 3)
     >>> dst = np.zeros((3, 2), dtype=np.int32)
-    >>> plan = plan_copy((3, 2), (2, 1), (1, 3), 4)
+    >>> plan = plan_copy(StridedLayout(dst.shape, dst.strides, 4, divide_strides=True),
+    ...                  StridedLayout(src.T.shape, src.T.strides, 4, divide_strides=True))
     >>> run_host_plan(plan, dst.ctypes.data, src.ctypes.data)
     >>> dst.tolist()
     [[0, 3], [1, 4], [2, 5]]
     """
     if plan.method == NONE:
         return
-    dst_start = dst_ptr + plan.dst_offset
-    src_start = src_ptr + plan.src_offset
-    if plan.method == MEMCPY:
-        ctypes.memmove(dst_start, src_start, plan.nbytes)
-        return
-    if plan.method not in (ELEMENTWISE, TRANSPOSE):
+    if plan.method not in (MEMCPY, HOST):
         raise ValueError(f"plan method {plan.method!r} is not a host-to-host method")
-    shape, dst_strides, src_strides = _kernel_axes(plan)
-    if plan.method == TRANSPOSE:
-        block_rows, block_cols = _TRANSPOSE_BLOCK[plan.unit]
-    else:
-        block_rows, block_cols = int(shape[-2]), int(shape[-1])
-    _copy_blocked(
-        dst_start,
-        src_start,
-        shape,
-        dst_strides,
-        src_strides,
-        block_rows,
-        block_cols,
-        plan.unit,
-        UNIT_PROTOTYPES[plan.unit],
-    )
+    shape, dst_strides, src_strides = plan.shape, plan.dst_strides, plan.src_strides
+    if plan.method == MEMCPY:
+        shape, dst_strides, src_strides = (plan.volume,), (plan.unit,), (plan.unit,)
+    copy_problem(dst_ptr + plan.dst_offset, src_ptr + plan.src_offset, shape, dst_strides,
+                 src_strides, plan.unit)  # fmt: skip

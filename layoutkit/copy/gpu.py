@@ -1,69 +1,57 @@
-"""numba-cuda kernels that execute a copy plan between two device-accessible views.
+"""numba-cuda kernels that execute the launches of a device copy plan.
 
-* ``elementwise``: a grid-stride loop over the coalesced index space, fastest destination
-  axis innermost; each thread keeps four units in flight (four loads, then four stores).
-  The unit is 1 to 16 bytes, so a contiguous run moves through 16-byte vector accesses.
-* ``fill``: the elementwise kernel for a source that does not move along the
-  destination's innermost axis: each source unit is loaded once per destination unit
-  and repeated to fill it (a float32 broadcast along rows is stored 16 bytes at a time).
-* ``transpose``: for plans whose two sides have different fastest axes. A tile of
-  ``tile x tile`` units goes through shared memory (rows padded by one unit against bank
-  conflicts); reads are coalesced along the source's fastest axis and writes along the
-  destination's, each thread keeping ``tile // 4`` loads in flight; axes smaller than a
-  tile are folded into its rows or columns (see :func:`layoutkit.copy.plan.plan_copy`).
-  Blocks loop over tiles (grid-stride), each tile also indexed by the remaining "batch"
-  axes.
-* ``block transpose``: the same plans with 1- or 2-byte units (4-byte ones where the
-  groups cannot fill a shared tile) when the planner found a ``vector`` access that fits: each thread loads a square block of units as 8- or
-  16-byte vectors along the source's fastest axis, transposes it in registers (shifts
-  and masks of 32-bit words) and stores it as vectors along the destination's. Narrow
-  units then move in wide accesses on both sides, without shared memory.
+Three kernels, generated as Python source and specialised by a few compile-time numbers
+(the unit size, items per thread, the number of grid axes); everything that depends on
+the layouts (extents, strides, tile shapes, thread mappings) is a runtime argument, so
+new layouts rarely need a new compilation. See :mod:`layoutkit.copy.plan` for which
+kernel a problem gets.
 
-Kernels take raw addresses as ``int64`` and strides in bytes; they are specialised by
-argument types (number of axes, unit size). Under the CUDA simulator
+* ``direct``: each thread moves ``ir x kq`` units straight from source to destination:
+  ``ir`` positions along the run (the destination's fastest axis, ``tx`` lanes wide) in
+  each of ``kq`` rows, whose offsets come from a table in shared memory built once per
+  block. All loads are issued before the first store.
+* ``tiled``: the same two-level mapping twice, through a tile in shared memory: phase 1
+  reads the source along its run into the tile, phase 2 writes the destination along its
+  run. Each phase has its own row table.
+* ``block``: each thread loads a block of units with vector loads, transposes it in
+  registers (shifts and masks of 32-bit words) and stores it with vector stores.
+
+Every kernel walks tiles ``t = blockIdx.x, blockIdx.x + gridDim.x, ...``: the tile index
+is split into digits over the grid axes once per block, then stepped like an odometer
+(no division per tile). The first grid axes are the chunked axes of the tile; their
+remaining extents mask a partly filled tile, whose other work proceeds as in a full one.
+
+Kernels take raw addresses as ``int64`` and strides in bytes. Under the CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1``) the same kernels run with Python loads and stores.
 """
 
-import contextlib
 import ctypes
 import functools
-import struct
-import warnings
+import threading
 
 import numpy as np
 from numba import cuda
 from numba.core import config
 
-from layoutkit.copy.plan import ELEMENTWISE, FILL, NONE, TRANSPOSE
+from layoutkit.copy.plan import (
+    BLOCK,
+    BLOCK_SLOTS,
+    BLOCK_THREAD_AXES,
+    DIRECT,
+    MASK_AXES,
+    MAX_ROWS,
+    ROW_AXES,
+    THREADS,
+    TILED,
+)
 
-__all__ = [
-    "launch_plan",
-    "elementwise_kernel",
-    "transpose_kernel",
-    "elementwise_source",
-    "transpose_source",
-    "block_transpose_kernel",
-    "block_transpose_source",
-]
+__all__ = ["launch_plan", "kernel_source", "kernel_for", "argument_types", "grid_blocks"]
 
-#: Threads per block of every kernel.
-THREADS = 256
-#: Units each elementwise thread keeps in flight.
-UNROLL = 4
-#: Blocks per SM of the shared-memory transpose launches (grid-stride loops over tiles);
-#: 4 and 16 moved 16384**2 float32 at the same rate on an H200.
-BLOCKS_PER_SM = 8
-#: Blocks per SM of the register-block transpose: on an H200 16 beat 8 (16384**2 float16
-#: 3.55 against 3.33 TB/s, uint8 2.80 against 2.56).
-BLOCK_BLOCKS_PER_SM = 16
-#: Blocks per SM of the elementwise and fill launches. On an H200 32 beat 8: reversed
-#: 16384**2 float32 3.70 TB/s against 3.59, step-2 slice float16 2.58 against 2.46.
-ELEMENTWISE_BLOCKS_PER_SM = 32
-#: Lanes of a warp along the source's fastest axis in the register-block transpose (8
-#: of them read 8 16-byte vectors, a 128-byte line; 4 lanes write 64 bytes of a row). On
-#: an H200 8 beat 4 and 16 for float16 (3.33 against 2.93 and 3.03 TB/s) and uint8.
-BLOCK_LANES_A = 8
+#: Bytes each SM should keep loading at once: enough blocks are launched for this, within
+#: what the SM can hold (the driver's occupancy for the compiled kernel).
+IN_FLIGHT_PER_SM = 64 << 10
 
+_BIG = 1 << 62
 _SIM = bool(config.ENABLE_CUDASIM)
 
 if _SIM:
@@ -91,257 +79,240 @@ if _SIM:
 else:
     from layoutkit.copy._units import load_unit, store_unit
 
-
-def _compile(source, name):
-    """Execute generated kernel ``source`` and return ``cuda.jit`` of function ``name``."""
-    namespace = {"cuda": cuda, "np": np, "load_unit": load_unit, "store_unit": store_unit}
-    exec(compile(source, f"<layoutkit.copy.gpu {name}>", "exec"), namespace)
-    function = namespace[name]
-    function.source = source
-    return function
+_UNIT_TYPES = {1: "np.uint8", 2: "np.uint16", 4: "np.uint32", 8: "np.uint64"}
 
 
-def _offsets_code(ndim, index, suffix, indent):
-    """Lines computing byte offsets ``d<suffix>``/``s<suffix>`` of linear ``index``."""
-    pad = " " * indent
-    lines = [f"{pad}rest = {index}", f"{pad}d{suffix} = 0", f"{pad}s{suffix} = 0"]
-    for k in range(ndim - 1, 0, -1):
-        lines += [
-            f"{pad}quotient = rest // e{k}",
-            f"{pad}position = rest - quotient * e{k}",
-            f"{pad}d{suffix} += position * ds{k}",
-            f"{pad}s{suffix} += position * ss{k}",
-            f"{pad}rest = quotient",
-        ]
-    lines += [f"{pad}d{suffix} += rest * ds0", f"{pad}s{suffix} += rest * ss0"]
-    return lines
+class _Code:
+    """Lines of generated Python source with an indentation level."""
+
+    def __init__(self):
+        self.lines = []
+        self.depth = 0
+
+    def __call__(self, *lines):
+        self.lines += ["    " * self.depth + line for line in lines]
+
+    def block(self):
+        code = self
+
+        class _Indent:
+            def __enter__(self):
+                code.depth += 1
+
+            def __exit__(self, *exc):
+                code.depth -= 1
+
+        return _Indent()
+
+    def text(self):
+        return "\n".join(self.lines) + "\n"
 
 
-def _replicate_code(value, src_unit, unit, out, indent):
-    """Lines making ``v<out>``: the ``src_unit``-byte ``value`` repeated to ``unit`` bytes."""
-    pad = " " * indent
+# ----------------------------------------------------------------------------- shared parts
+def _walk_start(code, grid):
+    """Split ``blockIdx.x`` and ``gridDim.x`` into digits over the grid axes."""
+    code(*(f"c{j} = grid_count[{j}]" for j in range(grid)))
+    code("t = cuda.blockIdx.x", "rest = t", "stride = cuda.gridDim.x", "jump = stride")
+    for j in range(grid):
+        code(f"g{j} = rest % c{j}", f"rest = rest // c{j}",
+             f"i{j} = jump % c{j}", f"jump = jump // c{j}")  # fmt: skip
+    code("while t < n_tiles:")
+    code.depth += 1
+    dst_terms = " + ".join(f"g{j} * grid_dst[{j}]" for j in range(grid))
+    src_terms = " + ".join(f"g{j} * grid_src[{j}]" for j in range(grid))
+    code(f"dbase = dst + {dst_terms}", f"sbase = src + {src_terms}")
+
+
+def _walk_end(code, grid):
+    """Step the tile index by ``gridDim.x`` and its digits with carries."""
+    code("t += stride", "carry = 0")
+    for j in range(grid):
+        code(f"g{j} += i{j} + carry", "carry = 0", f"if g{j} >= c{j}:")
+        with code.block():
+            code(f"g{j} -= c{j}", "carry = 1")
+    code.depth -= 1
+
+
+def _table_code(code, name, prefix, first, second):
+    """Build a row table in shared memory: ``{name}_a`` / ``{name}_b`` offsets (by the
+    strides ``{prefix}_{first}`` / ``{prefix}_{second}``), ``{name}_c`` / ``{name}_d`` the
+    row's coordinates along its two chunked axes (huge for rows past the last)."""
+    code(*(f"{name}_{part} = cuda.shared.array({MAX_ROWS}, np.int64)" for part in "abcd"),
+         "q = cuda.threadIdx.x", f"while q < {MAX_ROWS}:")  # fmt: skip
+    with code.block():
+        code("rest = q", "oa = 0", "ob = 0")
+        for j in range(ROW_AXES):
+            code(f"position = rest % {prefix}_extent[{j}]", f"rest = rest // {prefix}_extent[{j}]",
+                 f"oa += position * {prefix}_{first}[{j}]",
+                 f"ob += position * {prefix}_{second}[{j}]")  # fmt: skip
+        code(f"{name}_a[q] = oa", f"{name}_b[q] = ob", f"if q < {prefix}s:")
+        with code.block():
+            code(f"{name}_c[q] = q // {prefix}_inner1 % {prefix}_extent1",
+                 f"{name}_d[q] = q // {prefix}_inner2 % {prefix}_extent2")  # fmt: skip
+        code("else:")
+        with code.block():
+            code(f"{name}_c[q] = {_BIG}", f"{name}_d[q] = {_BIG}")
+        code(f"q += {THREADS}")
+
+
+def _select(code, target, sel, default):
+    """``target = rem<sel>`` for a runtime ``sel`` (``MASK_AXES``: ``default``)."""
+    code(f"{target} = {default}")
+    for j in range(MASK_AXES):
+        code(f"{'if' if j == 0 else 'elif'} {sel} == {j}:", f"    {target} = rem{j}")
+
+
+def _rems(code):
+    code(*(f"rem{j} = mask_extent[{j}] - g{j} * mask_tile[{j}]" for j in range(MASK_AXES)))
+
+
+_ROW_PARAMETERS = ("{p}s, {p}_inner1, {p}_extent1, {p}_sel1, {p}_inner2, {p}_extent2, {p}_sel2, "
+                   "{p}_extent")
+
+
+def _mapping_code(code, name, tx, ir, kq, first, second):
+    """Per-thread run offsets ``{name}_r<i>`` etc. and table rows ``{name}_q<k>``."""
+    code(f"{name}_lane = cuda.threadIdx.x % {tx}",
+         f"{name}_row = cuda.threadIdx.x // {tx}",
+         f"{name}_step = {THREADS} // {tx}")  # fmt: skip
+    for i in range(ir):
+        code(f"{name}_r{i} = {name}_lane + {i} * {tx}",
+             f"{name}_x{i} = {name}_r{i} * {first}",
+             f"{name}_y{i} = {name}_r{i} * {second}")  # fmt: skip
+    for k in range(kq):
+        code(f"{name}_q{k} = {name}_row + {k} * {name}_step")
+
+
+def _replicate(value, src_unit, unit):
+    """Expression: the ``src_unit``-byte ``value`` repeated to fill ``unit`` bytes."""
     word = min(unit, 8)
     pattern = sum(1 << (8 * src_unit * k) for k in range(word // src_unit))
-    lines = [f"{pad}x{out} = np.uint64({value}) * np.uint64({pattern})"]
+    repeated = f"(np.uint64({value}) * np.uint64({pattern}))"
     if unit == 16:
-        return [*lines, f"{pad}v{out} = (x{out}, x{out})"]
-    return [*lines, f"{pad}v{out} = np.uint{8 * unit}(x{out})"]
+        return f"({repeated}, {repeated})"
+    return f"np.uint{8 * unit}({repeated})"
 
 
-def elementwise_source(ndim, src_unit=0, unit=0):
-    """Python source of the elementwise kernel over ``ndim`` coalesced axes.
-
-    Every thread of a grid-stride loop keeps ``UNROLL`` units in flight: it computes
-    their offsets, loads them all, then stores them all. With ``src_unit`` (a fill
-    plan) each loaded ``src_unit``-byte value is repeated into a ``unit``-byte one.
-    """
-
-    def load(out, indent):
-        if not src_unit:
-            return [f"{' ' * indent}v{out} = load_unit(src + s{out}, prototype)"]
-        value = f"load_unit(src + s{out}, src_prototype)"
-        return _replicate_code(value, src_unit, unit, out, indent)
-
-    lines = [
-        "def elementwise(dst, src, shape, dst_strides, src_strides, count, prototype,",
-        "                src_prototype):",
-    ]
-    for k in range(ndim):
-        lines.append(f"    e{k} = shape[{k}]; ds{k} = dst_strides[{k}]; ss{k} = src_strides[{k}]")
-    lines += ["    step = cuda.gridsize(1)", "    i = cuda.grid(1)"]
-    lines.append(f"    while i + {UNROLL - 1} * step < count:")
-    for u in range(UNROLL):
-        lines += _offsets_code(ndim, f"i + {u} * step", u, 8)
-    for u in range(UNROLL):
-        lines += load(u, 8)
-    lines += [f"        store_unit(dst + d{u}, v{u})" for u in range(UNROLL)]
-    lines.append(f"        i += {UNROLL} * step")
-    lines.append("    while i < count:")
-    lines += _offsets_code(ndim, "i", 0, 8)
-    lines += load(0, 8)
-    lines += ["        store_unit(dst + d0, v0)", "        i += step"]
-    return "\n".join(lines) + "\n"
-
-
-@functools.cache
-def elementwise_kernel(ndim, src_unit=0, unit=0):
-    """The elementwise kernel for ``ndim`` axes (specialised by unit on launch).
-
-    ``src_unit`` and ``unit`` select the fill variant, which repeats source units.
-    """
-    return cuda.jit(_compile(elementwise_source(ndim, src_unit, unit), "elementwise"))
+# ----------------------------------------------------------------------------- direct
+def direct_source(unit, src_unit, ir, kq, grid):
+    """Python source of the ``direct`` kernel (see the module docstring)."""
+    code = _Code()
+    code("def direct(dst, src, tx, run, run_dst, run_src, " + _ROW_PARAMETERS.format(p="row")
+         + ",", "           row_dst, row_src, grid_count, grid_dst, grid_src, mask_extent,",
+         "           mask_tile, n_tiles, prototype, src_prototype):")  # fmt: skip
+    with code.block():
+        _table_code(code, "table", "row", "dst", "src")
+        code("cuda.syncthreads()")
+        _mapping_code(code, "m", "tx", ir, kq, "run_dst", "run_src")
+        _walk_start(code, grid)
+        _rems(code)
+        code("limit = min(run, rem0)")
+        _select(code, "limit_c", "row_sel1", _BIG)
+        _select(code, "limit_d", "row_sel2", _BIG)
+        for k in range(kq):
+            code(f"ok{k} = table_c[m_q{k}] < limit_c and table_d[m_q{k}] < limit_d",
+                 f"d{k} = dbase + table_a[m_q{k}]", f"s{k} = sbase + table_b[m_q{k}]")  # fmt: skip
+        for k in range(kq):
+            for i in range(ir):
+                code(f"go{k}_{i} = ok{k} and m_r{i} < limit", f"v{k}_{i} = prototype",
+                     f"if go{k}_{i}:")  # fmt: skip
+                with code.block():
+                    if src_unit:
+                        value = f"load_unit(s{k} + m_y{i}, src_prototype)"
+                        code(f"v{k}_{i} = {_replicate(value, src_unit, unit)}")
+                    else:
+                        code(f"v{k}_{i} = load_unit(s{k} + m_y{i}, prototype)")
+        for k in range(kq):
+            for i in range(ir):
+                code(f"if go{k}_{i}:")
+                with code.block():
+                    code(f"store_unit(d{k} + m_x{i}, v{k}_{i})")
+        _walk_end(code, grid)
+    return code.text()
 
 
-def _group_code(group, index, size, out, indent):
-    """Lines computing offsets ``d<out>``/``s<out>`` of ``index`` over an axis group.
-
-    The group's axes (``<group>_shape``, ``<group>_dst``, ``<group>_src``) are listed
-    fastest first.
-    """
-    pad = " " * indent
-    if size == 1:
-        return [f"{pad}d{out} = ({index}) * {group}_dst[0]",
-                f"{pad}s{out} = ({index}) * {group}_src[0]"]  # fmt: skip
-    lines = [f"{pad}rest{out} = {index}"]
-    for j in range(size):
-        position = f"rest{out}"
-        if j < size - 1:
-            lines += [
-                f"{pad}quotient{out} = rest{out} // {group}_shape[{j}]",
-                f"{pad}position{out} = rest{out} - quotient{out} * {group}_shape[{j}]",
-            ]
-            position = f"position{out}"
-        assign = "=" if j == 0 else "+="
-        lines += [
-            f"{pad}d{out} {assign} {position} * {group}_dst[{j}]",
-            f"{pad}s{out} {assign} {position} * {group}_src[{j}]",
-        ]
-        if j < size - 1:
-            lines.append(f"{pad}rest{out} = quotient{out}")
-    return lines
-
-
-def _tile_walk_code(batch_ndim):
-    """Source lines of a grid-stride walk over tiles: the tile's row, column and batch bases.
-
-    The block takes tiles ``t = blockIdx.x, blockIdx.x + gridDim.x, ...``; each tile's
-    index splits into its column, its row and one position per batch axis, whose strides
-    move ``dst_base`` and ``src_base``.
-    """
-    lines = [
-        "    t = cuda.blockIdx.x",
-        "    while t < n_tiles:",
-        "        tile_col = t % tiles_cols",
-        "        rest = t // tiles_cols",
-        "        tile_row = rest % tiles_rows",
-        "        rest = rest // tiles_rows",
-        "        dst_base = dst",
-        "        src_base = src",
-    ]
-    for k in range(batch_ndim - 1, -1, -1):
-        lines += [
-            f"        quotient = rest // batch_shape[{k}]",
-            f"        position = rest - quotient * batch_shape[{k}]",
-            f"        dst_base += position * batch_dst[{k}]",
-            f"        src_base += position * batch_src[{k}]",
-            "        rest = quotient",
-        ]
-    return lines
-
-
-def transpose_source(unit, tile, row_ndim, col_ndim, batch_ndim):
-    """Python source of the tiled transpose for ``unit``-byte units, ``tile``-unit tiles.
-
-    A tile's rows run along the source's fastest axes (``row_ndim`` axes folded
-    together), its columns along the destination's (``col_ndim`` axes); it goes through
-    shared memory as ``buffer[col, row]`` with one unit of padding per row, so reads
-    are coalesced in the source and writes in the destination. ``batch_ndim`` further
-    axes index the tiles. A full tile is moved by unrolled code that issues all of a
-    thread's global loads before its first shared-memory store; edge tiles take a
-    checked loop.
-    """
+# ----------------------------------------------------------------------------- tiled
+def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units):
+    """Python source of the ``tiled`` kernel (see the module docstring)."""
     pair = unit == 16
-    shape = f"({tile}, {tile + 1}, 2)" if pair else f"({tile}, {tile + 1})"
-    dtype = "np.uint64" if pair else f"np.uint{8 * unit}"
+    code = _Code()
 
-    def put(row, col, value):
+    def phase(p):
+        rows = _ROW_PARAMETERS.format(p=f"row{p}")
+        return (f"tx{p}, run{p}, run{p}_global, run{p}_shared, run{p}_mult, run{p}_sel, {rows},"
+                f" row{p}_global, row{p}_shared")  # fmt: skip
+
+    code(f"def tiled(dst, src, {phase(1)},", f"          {phase(2)},",
+         "          grid_count, grid_dst, grid_src, mask_extent, mask_tile, n_tiles, prototype):")
+    with code.block():
         if pair:
-            return [
-                f"buffer[{row}, {col}, 0] = {value}[0]",
-                f"buffer[{row}, {col}, 1] = {value}[1]",
-            ]
-        return [f"buffer[{row}, {col}] = {value}"]
-
-    def get(row, col):
-        return (
-            f"(buffer[{row}, {col}, 0], buffer[{row}, {col}, 1])"
-            if pair
-            else f"buffer[{row}, {col}]"
-        )
-
-    def rows_at(index, out, indent):
-        return _group_code("row", index, row_ndim, out, indent)
-
-    def cols_at(index, out, indent):
-        return _group_code("col", index, col_ndim, out, indent)
-
-    passes = THREADS // tile
-    per_thread = tile // passes
-    lines = [
-        "def transpose(dst, src, rows, cols, row_shape, row_dst, row_src,",
-        "              col_shape, col_dst, col_src, batch_shape, batch_dst, batch_src,",
-        "              tiles_rows, tiles_cols, n_tiles, prototype):",
-        f"    buffer = cuda.shared.array({shape}, {dtype})",
-        "    tx = cuda.threadIdx.x",
-        "    ty = cuda.threadIdx.y",
-    ]
-    lines += _tile_walk_code(batch_ndim)
-    lines += [
-        f"        r0 = tile_row * {tile}",
-        f"        c0 = tile_col * {tile}",
-        f"        if r0 + {tile} <= rows and c0 + {tile} <= cols:",
-        *rows_at("r0 + tx", "R", 12),
-    ]
-    for m in range(per_thread):
-        lines += cols_at(f"c0 + ty + {m * passes}", f"c{m}", 12)
-    lines += [f"            v{m} = load_unit(src_base + sR + sc{m}, prototype)"
-              for m in range(per_thread)]  # fmt: skip
-    for m in range(per_thread):
-        lines += ["            " + line for line in put(f"ty + {m * passes}", "tx", f"v{m}")]
-    lines += ["            cuda.syncthreads()", *cols_at("c0 + tx", "C", 12)]
-    for m in range(per_thread):
-        lines += rows_at(f"r0 + ty + {m * passes}", f"r{m}", 12)
-    lines += [f"            w{m} = {get('tx', f'ty + {m * passes}')}" for m in range(per_thread)]
-    lines += [f"            store_unit(dst_base + dr{m} + dC, w{m})" for m in range(per_thread)]
-    lines += [
-        "        else:",
-        "            r = r0 + tx",
-        "            if r < rows:",
-        *rows_at("r", "R", 16),
-        f"                for j in range(ty, {tile}, {passes}):",
-        "                    c = c0 + j",
-        "                    if c < cols:",
-        *cols_at("c", "c", 24),
-        "                        value = load_unit(src_base + sR + sc, prototype)",
-        *("                        " + line for line in put("j", "tx", "value")),
-        "            cuda.syncthreads()",
-        "            c = c0 + tx",
-        "            if c < cols:",
-        *cols_at("c", "C", 16),
-        f"                for j in range(ty, {tile}, {passes}):",
-        "                    r = r0 + j",
-        "                    if r < rows:",
-        *rows_at("r", "r", 24),
-        f"                        store_unit(dst_base + dr + dC, {get('tx', 'j')})",
-        "        cuda.syncthreads()",
-        "        t += cuda.gridDim.x",
-    ]
-    return "\n".join(lines) + "\n"
+            code(f"buffer = cuda.shared.array(({shared_units}, 2), np.uint64)")
+        else:
+            code(f"buffer = cuda.shared.array({shared_units}, {_UNIT_TYPES[unit]})")
+        for p in (1, 2):
+            _table_code(code, f"table{p}", f"row{p}", "global", "shared")
+        code("cuda.syncthreads()")
+        _mapping_code(code, "a", "tx1", ir1, kq1, "run1_global", "run1_shared")
+        _mapping_code(code, "b", "tx2", ir2, kq2, "run2_global", "run2_shared")
+        _walk_start(code, grid)
+        _rems(code)
+        for p in (1, 2):
+            _select(code, f"rem_run{p}", f"run{p}_sel", _BIG)
+            code(f"limit{p} = run{p}", f"if run{p}_sel < {MASK_AXES}:",
+                 f"    limit{p} = min(run{p}, run{p}_mult * rem_run{p})")  # fmt: skip
+            _select(code, f"limit{p}_c", f"row{p}_sel1", _BIG)
+            _select(code, f"limit{p}_d", f"row{p}_sel2", _BIG)
+        # phase 1: source -> tile
+        for k in range(kq1):
+            code(f"ok{k} = table1_c[a_q{k}] < limit1_c and table1_d[a_q{k}] < limit1_d",
+                 f"s{k} = sbase + table1_a[a_q{k}]", f"h{k} = table1_b[a_q{k}]")  # fmt: skip
+        for k in range(kq1):
+            for i in range(ir1):
+                code(f"go{k}_{i} = ok{k} and a_r{i} < limit1", f"v{k}_{i} = prototype",
+                     f"if go{k}_{i}:", f"    v{k}_{i} = load_unit(s{k} + a_x{i}, prototype)")  # fmt: skip
+        for k in range(kq1):
+            for i in range(ir1):
+                code(f"if go{k}_{i}:")
+                with code.block():
+                    if pair:
+                        code(f"buffer[h{k} + a_y{i}, 0] = v{k}_{i}[0]",
+                             f"buffer[h{k} + a_y{i}, 1] = v{k}_{i}[1]")  # fmt: skip
+                    else:
+                        code(f"buffer[h{k} + a_y{i}] = v{k}_{i}")
+        code("cuda.syncthreads()")
+        # phase 2: tile -> destination
+        for k in range(kq2):
+            code(f"ok{k} = table2_c[b_q{k}] < limit2_c and table2_d[b_q{k}] < limit2_d",
+                 f"d{k} = dbase + table2_a[b_q{k}]", f"h{k} = table2_b[b_q{k}]")  # fmt: skip
+        for k in range(kq2):
+            for i in range(ir2):
+                code(f"if ok{k} and b_r{i} < limit2:")
+                with code.block():
+                    if pair:
+                        value = f"(buffer[h{k} + b_y{i}, 0], buffer[h{k} + b_y{i}, 1])"
+                    else:
+                        value = f"buffer[h{k} + b_y{i}]"
+                    code(f"store_unit(d{k} + b_x{i}, {value})")
+        code("cuda.syncthreads()")
+        _walk_end(code, grid)
+    return code.text()
 
 
-@functools.cache
-def transpose_kernel(unit, tile, row_ndim, col_ndim, batch_ndim):
-    """The transpose kernel for one unit size, tile edge and number of axes per group."""
-    source = transpose_source(unit, tile, row_ndim, col_ndim, batch_ndim)
-    return cuda.jit(_compile(source, "transpose"))
-
-
-def _words_of(vector, size, name):
-    """Lines splitting the loaded ``size``-byte unit ``vector`` into 32-bit words ``<name>_<w>``."""
+# ----------------------------------------------------------------------------- block
+def _words(vector, size):
+    """Expressions of the 32-bit words of a loaded ``size``-byte value (``size >= 4``)."""
     if size == 4:
-        return [f"{name}_0 = {vector}"]
+        return [vector]
     halves = [f"{vector}[0]", f"{vector}[1]"] if size == 16 else [vector]
-    lines = []
-    for h, half in enumerate(halves):
-        lines += [
-            f"{name}_{2 * h} = np.uint32({half} & np.uint64(0xFFFFFFFF))",
-            f"{name}_{2 * h + 1} = np.uint32({half} >> np.uint64(32))",
-        ]
-    return lines
+    words = []
+    for half in halves:
+        words += [f"np.uint32({half} & np.uint64(0xFFFFFFFF))",
+                  f"np.uint32({half} >> np.uint64(32))"]  # fmt: skip
+    return words
 
 
-def _unit_of(words, size):
-    """Expression packing 32-bit word expressions ``words`` into one ``size``-byte unit."""
+def _value(words, size):
+    """Expression packing 32-bit word expressions into one ``size``-byte store value."""
 
     def pair(lo, hi):
         return f"(np.uint64({lo}) | (np.uint64({hi}) << np.uint64(32)))"
@@ -350,275 +321,283 @@ def _unit_of(words, size):
         return f"({pair(words[0], words[1])}, {pair(words[2], words[3])})"
     if size == 8:
         return pair(words[0], words[1])
-    return words[0]
+    if size == 4:
+        return words[0]
+    return f"np.uint{8 * size}({words[0]})"
 
 
-def _transposed_words(k, unit):
-    """32-bit word expressions of each output vector of a ``k x k`` block transpose.
+def block_source(unit, ka, kb, vs, vd, grid):
+    """Python source of the ``block`` kernel for ``ka x kb`` blocks of ``unit``-byte units.
 
-    Input vector ``j`` (``k`` units of ``unit`` bytes) has words ``x<j>_<w>``; unit ``j``
-    of output vector ``i`` is unit ``i`` of input ``j``. Returns a list (by ``i``) of
-    lists of word expressions.
+    The block is loaded as ``ka * kb * unit / vs`` vectors of ``vs`` bytes, ``src_step``
+    bytes apart (source position of unit ``(ia, ib)``: ``ia + ka * ib``), and stored as
+    vectors of ``vd`` bytes ``dst_step`` apart (destination position ``ib + kb * ia``).
     """
-    bits = 8 * unit
-    per_word = 4 // unit
-    out = []
-    for i in range(k):
-        word, shift = divmod(i * unit * 8, 32)
-        words = []
-        for w in range(k // per_word):
-            parts = []
-            for p in range(per_word):
-                field = f"x{w * per_word + p}_{word}"
+    total = ka * kb * unit
+    code = _Code()
+    code("def block(dst, src, counts, dst_thread, src_thread, coord, src_step, dst_step,",
+         "          grid_count, grid_dst, grid_src, mask_extent, mask_tile, n_tiles,",
+         "          src_prototype, dst_prototype):")  # fmt: skip
+    with code.block():
+        code("rest = cuda.threadIdx.x", "tdst = 0", "tsrc = 0",
+             *(f"k{s} = 0" for s in range(BLOCK_SLOTS)))  # fmt: skip
+        for e in range(BLOCK_THREAD_AXES):
+            code(f"digit = rest % counts[{e}]", f"rest = rest // counts[{e}]",
+                 f"tdst += digit * dst_thread[{e}]", f"tsrc += digit * src_thread[{e}]",
+                 *(f"k{s} += digit * coord[{e * BLOCK_SLOTS + s}]" for s in range(BLOCK_SLOTS)))  # fmt: skip
+        code("active = rest == 0")
+        _walk_start(code, grid)
+        code(*(f"rem{s} = mask_extent[{s}] - g{s} * mask_tile[{s}]" for s in range(BLOCK_SLOTS)))
+        inside = " and ".join(f"k{s} < rem{s}" for s in range(BLOCK_SLOTS))
+        code(f"if active and {inside}:")
+        with code.block():
+            code("source = sbase + tsrc", "target = dbase + tdst")
+            loads = total // vs
+            for j in range(loads):
+                code(f"x{j} = load_unit(source + {j} * src_step, src_prototype)")
+            if vs >= 4:
+                for j in range(loads):
+                    for w, expr in enumerate(_words(f"x{j}", vs)):
+                        code(f"w{j * (vs // 4) + w} = {expr}")
+            mask = (1 << (8 * unit)) - 1
+
+            def unit_at(position):
+                offset = position * unit
+                if vs >= 4:
+                    word, shift = divmod(offset, 4)
+                    value = f"w{word}"
+                else:
+                    vector, within = divmod(offset, vs)
+                    value, shift = f"np.uint32(x{vector})", within
+                if unit == 4:
+                    return value
                 if shift:
-                    field = f"({field} >> np.uint32({shift}))"
-                if bits < 32:
-                    field = f"({field} & np.uint32({(1 << bits) - 1}))"
-                parts.append(f"({field} << np.uint32({bits * p}))" if p else field)
-            words.append(" | ".join(parts))
-        out.append(words)
-    return out
+                    value = f"({value} >> np.uint32({8 * shift}))"
+                return f"({value} & np.uint32({mask}))"
+
+            per_word = max(4, vd) // 4
+            for i in range(total // vd):
+                words = []
+                for w in range(per_word):
+                    parts = []
+                    for byte in range(0, min(4, vd), unit):
+                        position = (i * vd + w * 4 + byte) // unit
+                        ia, ib = divmod(position, kb)
+                        part = unit_at(ia + ka * ib)
+                        parts.append(f"({part} << np.uint32({8 * byte}))" if byte else part)
+                    words.append(" | ".join(parts))
+                code(f"store_unit(target + {i} * dst_step, {_value(words, vd)})")
+        _walk_end(code, grid)
+    return code.text()
 
 
-def block_tile(unit, vector, lanes_a, warps_a):
-    """Tile ``(rows, columns)`` in units of the register-block transpose's 256 threads."""
-    k = vector // unit
-    return warps_a * lanes_a * k, (THREADS // 32 // warps_a) * (32 // lanes_a) * k
+# ----------------------------------------------------------------------------- compiling
+_GENERATORS = {DIRECT: direct_source, TILED: tiled_source, BLOCK: block_source}
 
 
-def block_transpose_source(unit, vector, lanes_a, warps_a, row_ndim, col_ndim, batch_ndim):
-    """Python source of the register-block transpose (plans with a ``vector``).
-
-    Each thread moves a block of ``k x k`` units (``k = vector // unit``): ``k``
-    ``vector``-byte loads along the source's fastest axis (the tile's rows ``a``), a
-    transpose in registers, ``k`` ``vector``-byte stores along the destination's (the
-    columns ``b``). No shared memory and no barrier. A warp is ``lanes_a x (32 //
-    lanes_a)`` threads over ``(a, b)``; a block of 256 threads is ``warps_a x (8 //
-    warps_a)`` warps. ``k`` divides the first axis of both groups (see
-    :func:`layoutkit.copy.plan.plan_copy`), so a block lies wholly inside or outside.
-    """
-    k = vector // unit
-    lanes_b = 32 // lanes_a
-    tile_a, tile_b = block_tile(unit, vector, lanes_a, warps_a)
-    lines = [
-        "def transpose(dst, src, rows, cols, row_shape, row_dst, row_src,",
-        "              col_shape, col_dst, col_src, batch_shape, batch_dst, batch_src,",
-        "              tiles_rows, tiles_cols, n_tiles, prototype):",
-        "    lane = cuda.threadIdx.x % 32",
-        "    warp = cuda.threadIdx.x // 32",
-        f"    a_in = (warp % {warps_a} * {lanes_a} + lane % {lanes_a}) * {k}",
-        f"    b_in = (warp // {warps_a} * {lanes_b} + lane // {lanes_a}) * {k}",
-        "    src_next = col_src[0]",
-        "    dst_next = row_dst[0]",
-    ]
-    lines += _tile_walk_code(batch_ndim)
-    lines += [
-        f"        a = tile_row * {tile_a} + a_in",
-        f"        b = tile_col * {tile_b} + b_in",
-        "        if a < rows and b < cols:",
-        *_group_code("row", "a", row_ndim, "A", 12),
-        *_group_code("col", "b", col_ndim, "B", 12),
-        "            source = src_base + sA + sB",
-        "            target = dst_base + dA + dB",
-    ]
-    pad = " " * 12
-    lines += [f"{pad}v{j} = load_unit(source + {j} * src_next, prototype)" for j in range(k)]
-    for j in range(k):
-        lines += [pad + line for line in _words_of(f"v{j}", vector, f"x{j}")]
-    for i, words in enumerate(_transposed_words(k, unit)):
-        lines.append(f"{pad}store_unit(target + {i} * dst_next, {_unit_of(words, vector)})")
-    lines.append("        t += cuda.gridDim.x")
-    return "\n".join(lines) + "\n"
+def kernel_source(kernel, key):
+    """The generated Python source of one kernel specialisation."""
+    return _GENERATORS[kernel](*key)
 
 
-@functools.cache
-def block_transpose_kernel(unit, vector, lanes_a, warps_a, row_ndim, col_ndim, batch_ndim):
-    """The register-block transpose kernel (see :func:`block_transpose_source`)."""
-    source = block_transpose_source(unit, vector, lanes_a, warps_a, row_ndim, col_ndim, batch_ndim)
-    return cuda.jit(_compile(source, "transpose"))
+_HEADER = (
+    "# Generated by layoutkit.copy.gpu; compiled kernels are cached beside this file.\n"
+    "import numpy as np\n"
+    "from numba import cuda\n\n"
+    "from layoutkit.copy.gpu import load_unit, store_unit\n\n\n"
+)
 
 
-@functools.cache
-def _multiprocessors(device_id):
-    if _SIM:
-        return 1
-    return cuda.get_current_device().MULTIPROCESSOR_COUNT
+def _cache_directory():
+    """Where generated kernels are written so that Numba can cache their compilation
+    (``$NUMBA_CACHE_DIR/layoutkit-copy``, else ``~/.cache/layoutkit/copy``), or None when
+    no private directory can be made there."""
+    import os
 
-
-def _stream(handle):
-    if _SIM or handle == 0:
-        return 0
-    return cuda.external_stream(handle)
-
-
-def _transpose_arguments(plan, tile_rows, tile_cols):
-    """Transpose kernel arguments after the two addresses and before the prototype."""
-
-    def group(axes):
-        return (
-            tuple(plan.shape[k] for k in axes),
-            tuple(plan.dst_strides[k] for k in axes),
-            tuple(plan.src_strides[k] for k in axes),
-        )
-
-    row_group = group(plan.row_axes)
-    col_group = group(plan.col_axes)
-    batch = [k for k in range(plan.ndim) if k not in plan.row_axes and k not in plan.col_axes]
-    batch_group = group(batch) if batch else ((1,), (0,), (0,))
-    rows = cols = 1
-    for extent in row_group[0]:
-        rows *= extent
-    for extent in col_group[0]:
-        cols *= extent
-    tiles_rows = -(-rows // tile_rows)
-    tiles_cols = -(-cols // tile_cols)
-    n_tiles = tiles_rows * tiles_cols
-    for extent in batch_group[0]:
-        n_tiles *= extent
-    return (rows, cols, *row_group, *col_group, *batch_group,
-            tiles_rows, tiles_cols, n_tiles)  # fmt: skip
-
-
-def block_layout(plan):
-    """``(lanes_a, warps_a)`` of the register-block transpose of ``plan``.
-
-    ``BLOCK_LANES_A`` lanes of a warp run along the source's fastest axis; the block's
-    8 warps are stacked along the destination's, unless that leaves threads without
-    columns: then they are spread along the rows.
-    """
-    k = plan.vector // plan.unit
-    cols = 1
-    for axis in plan.col_axes:
-        cols *= plan.shape[axis]
-    warps_b = THREADS // 32
-    while warps_b > 1 and warps_b * (32 // BLOCK_LANES_A) * k > cols:
-        warps_b //= 2
-    return BLOCK_LANES_A, THREADS // 32 // warps_b
-
-
-@functools.lru_cache(maxsize=1024)
-def _launch_setup(plan, device_id):
-    """``(kernel, blocks, threads, arguments)`` of a plan; arguments follow the addresses."""
-    from layoutkit.copy._units import UNIT_PROTOTYPES
-
-    prototype = UNIT_PROTOTYPES[plan.unit]
-    if plan.method in (ELEMENTWISE, FILL):
-        count = plan.volume
-        max_blocks = _multiprocessors(device_id) * ELEMENTWISE_BLOCKS_PER_SM
-        blocks = max(1, min(max_blocks, -(-count // (THREADS * UNROLL))))
-        kernel = elementwise_kernel(plan.ndim, plan.src_unit, plan.unit if plan.src_unit else 0)
-        src_prototype = UNIT_PROTOTYPES[plan.src_unit or plan.unit]
-        arguments = (plan.shape, plan.dst_strides, plan.src_strides, count, prototype,
-                     src_prototype)  # fmt: skip
-        return kernel, blocks, THREADS, arguments
-    if plan.method != TRANSPOSE:
-        raise ValueError(f"plan method {plan.method!r} has no kernel")
-    groups = (len(plan.row_axes), len(plan.col_axes))
-    if plan.vector:
-        lanes_a, warps_a = block_layout(plan)
-        arguments = _transpose_arguments(
-            plan, *block_tile(plan.unit, plan.vector, lanes_a, warps_a)
-        )
-        kernel = block_transpose_kernel(
-            plan.unit, plan.vector, lanes_a, warps_a, *groups, len(arguments[8])
-        )
-        threads = THREADS
-        prototype = UNIT_PROTOTYPES[plan.vector]
+    base = os.environ.get("NUMBA_CACHE_DIR")
+    if base:
+        path = os.path.join(base, "layoutkit-copy")
     else:
-        arguments = _transpose_arguments(plan, plan.tile, plan.tile)
-        kernel = transpose_kernel(plan.unit, plan.tile, *groups, len(arguments[8]))
-        threads = (plan.tile, THREADS // plan.tile)
-    per_sm = BLOCK_BLOCKS_PER_SM if plan.vector else BLOCKS_PER_SM
-    blocks = max(1, min(_multiprocessors(device_id) * per_sm, arguments[-1]))
-    return kernel, blocks, threads, (*arguments, prototype)
+        cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+        path = os.path.join(cache_home, "layoutkit", "copy")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.stat(path)
+    except OSError:
+        return None
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:  # only a private directory
+        return None
+    return path
 
 
-#: Launch compiled copy kernels through ``cuLaunchKernel`` with their arguments packed
-#: once per plan, instead of through numba-cuda's dispatcher (which types and converts
-#: some 40 kernel parameters on every launch).
-DRIVER_LAUNCH = True
+def _module_function(source, name):
+    """Write ``source`` to the cache directory (once) and import function ``name`` from it."""
+    import hashlib
+    import importlib.util
+    import os
 
-_PARAMETER_FORMATS = {1: "B7x", 2: "H6x", 4: "I4x", 8: "Q"}
+    directory = _cache_directory()
+    if directory is None:
+        return None
+    text = _HEADER + source
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    module_name = f"layoutkit_copy_{name}_{digest}"
+    path = os.path.join(directory, module_name + ".py")
+    try:
+        if not os.path.exists(path):
+            partial = f"{path}.{os.getpid()}.tmp"
+            with open(partial, "w") as file:
+                file.write(text)
+            os.replace(partial, path)
+        with open(path) as file:
+            if file.read() != text:
+                return None
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except OSError:
+        return None
+    return getattr(module, name)
 
 
-def _parameters(values):
-    """``(struct format, flat values)`` of kernel arguments: one 8-byte slot per parameter.
+@functools.cache
+def kernel_for(kernel, key):
+    """The ``cuda.jit`` dispatcher of one kernel specialisation (compiled on first launch).
 
-    numba-cuda passes a tuple argument as one parameter per item; a ``uint8`` ...
-    ``uint64`` unit prototype is one parameter of its size.
+    The source is written to a private cache directory and compiled with Numba's cache,
+    so a specialisation compiles once per machine; where no such directory can be made
+    (and under the simulator) it is compiled from memory.
     """
-    fmt, flat = "", []
-    for value in values:
-        if isinstance(value, tuple):
-            inner, inner_flat = _parameters(value)
-            fmt += inner
-            flat += inner_flat
-        elif isinstance(value, np.integer):
-            fmt += _PARAMETER_FORMATS[value.itemsize]
-            flat.append(int(value))
-        else:
-            fmt += "q"
-            flat.append(int(value))
-    return fmt, flat
+    source = kernel_source(kernel, key)
+    function = None if _SIM else _module_function(source, kernel)
+    if function is None:
+        namespace = {"cuda": cuda, "np": np, "load_unit": load_unit, "store_unit": store_unit}
+        exec(compile(source, f"<layoutkit.copy.gpu {kernel}{key}>", "exec"), namespace)
+        function = namespace[kernel]
+        function.source = source
+        return cuda.jit(function)
+    function.source = source
+    try:
+        return cuda.jit(function, cache=True, launch_bounds=THREADS)
+    except Exception:  # a numba-cuda without launch bounds, or one that cannot cache here
+        return cuda.jit(function)
 
 
-class _DriverLaunch:
-    """A compiled copy kernel relaunched with new addresses through ``cuLaunchKernel``.
+_PROTOTYPES = {
+    1: np.uint8(0),
+    2: np.uint16(0),
+    4: np.uint32(0),
+    8: np.uint64(0),
+    16: (np.uint64(0), np.uint64(0)),
+}
 
-    The parameter slots are packed once; a launch writes the two addresses into the
-    first two slots (under a lock: the driver copies the parameters at the call).
+
+def prototypes(launch):
+    """The unit prototype arguments that follow a launch's runtime arguments."""
+    if launch.kernel == DIRECT:
+        unit, src_unit = launch.key[0], launch.key[1]
+        return (_PROTOTYPES[unit], _PROTOTYPES[src_unit or unit])
+    if launch.kernel == TILED:
+        return (_PROTOTYPES[launch.key[0]],)
+    _, _, _, vs, vd, _ = launch.key
+    return (_PROTOTYPES[vs], _PROTOTYPES[vd])
+
+
+def argument_types(kernel, key):
+    """The Numba types of a kernel specialisation's parameters (addresses first).
+
+    Examples
+    --------
+    >>> len(argument_types("direct", (4, 0, 1, 16, 4)))
+    24
     """
+    from numba import types
 
-    def __init__(self, kernel, blocks, threads, arguments):
-        import threading
+    i64 = types.int64
 
-        from numba import typeof
+    def ints(n):
+        return types.UniTuple(i64, n)
 
+    def unit_type(size):
+        if size == 16:
+            return types.UniTuple(types.uint64, 2)
+        return getattr(types, f"uint{8 * size}")
+
+    rows = [i64] * 7 + [ints(ROW_AXES)] * 3
+    if kernel == DIRECT:
+        unit, src_unit, _, _, grid = key
+        middle = [i64] * 4 + rows
+        protos = [unit_type(unit), unit_type(src_unit or unit)]
+    elif kernel == TILED:
+        unit, grid = key[0], key[5]
+        middle = ([i64] * 6 + rows) * 2
+        protos = [unit_type(unit)]
+    else:
+        _, _, _, vs, vd, grid = key
+        middle = [ints(BLOCK_THREAD_AXES)] * 3 + [ints(BLOCK_THREAD_AXES * BLOCK_SLOTS), i64, i64]
+        protos = [unit_type(vs), unit_type(vd)]
+    masks = BLOCK_SLOTS if kernel == BLOCK else MASK_AXES
+    walk = [ints(grid)] * 3 + [ints(masks)] * 2 + [i64]
+    return (i64, i64, *middle, *walk, *protos)
+
+
+def grid_blocks(tiles, in_flight, multiprocessors, resident):
+    """Blocks of a launch: enough for ``IN_FLIGHT_PER_SM`` bytes in flight per SM, no more
+    than ``resident`` per SM, no more than the tiles, balanced (every block walks the same
+    number of tiles, give or take one).
+
+    Examples
+    --------
+    >>> grid_blocks(10_000, 16384, 132, 8)  # 4 blocks of 16 KB per SM, 19 tiles each
+    527
+    >>> grid_blocks(7, 16384, 132, 8)
+    7
+    """
+    per_sm = max(1, min(resident, -(-IN_FLIGHT_PER_SM // max(in_flight, 1))))
+    most = max(1, multiprocessors * per_sm)
+    rounds = -(-tiles // most)
+    return max(1, -(-tiles // rounds))
+
+
+# ----------------------------------------------------------------------------- launching
+class _PreparedCopy:
+    """A compiled launch relaunched with new addresses (and stream) through the one
+    prepared launcher, :class:`layoutkit.cuda._launcher.PreparedLaunch`."""
+
+    def __init__(self, launch, device_id):
         from layoutkit import _driver
+        from layoutkit.cuda._launcher import PreparedLaunch
 
-        compiled = kernel.compile(tuple(typeof(value) for value in (0, 0, *arguments)))
-        fmt, flat = _parameters(arguments)
-        self._launcher = _driver.KernelLauncher(
-            int(compiled._codelibrary.get_cufunc().handle), "qq" + fmt
-        )
-        self._slots = self._launcher.slots
-        self._launcher.packer.pack_into(self._slots, 0, 0, 0, *flat)
-        self._addresses = struct.Struct("<qq")
+        values = (0, 0, *launch.args, *prototypes(launch))
+        types = argument_types(launch.kernel, launch.key)
+        compiled = kernel_for(launch.kernel, launch.key).compile(types)
+        probe = PreparedLaunch(compiled, types, 1, THREADS, 0, 0)
+        resident = probe.max_active_blocks_per_sm()
+        blocks = grid_blocks(launch.tiles, launch.in_flight,
+                             _driver.multiprocessor_count(device_id), resident)  # fmt: skip
+        self.blocks = blocks
+        self._launch = PreparedLaunch(compiled, types, blocks, THREADS, 0, 0)
+        self._launch.pack(values)
         self._lock = threading.Lock()
-        block = (threads,) if isinstance(threads, int) else threads
-        self._grid = (blocks, 1, 1)
-        self._block = (*block, *(1,) * (3 - len(block)))
 
     def __call__(self, dst, src, stream_handle):
-        stream = self._launcher.stream(stream_handle)
         with self._lock:
-            self._addresses.pack_into(self._slots, 0, dst, src)
-            self._launcher.launch(self._grid, self._block, 0, stream)
+            self._launch.relaunch(stream_handle, dst, src)
 
 
 @functools.lru_cache(maxsize=1024)
-def _driver_launch(plan, device_id):
-    """The :class:`_DriverLaunch` of a plan's kernel on a device (compiles on first use)."""
-    return _DriverLaunch(*_launch_setup(plan, device_id))
+def _prepared(launch, device_id):
+    return _PreparedCopy(launch, device_id)
 
 
-#: numba-cuda warns about grids below this many blocks; a small copy needs no more.
-_NUMBA_MIN_GRID = 128
-
-
-@contextlib.contextmanager
-def _quiet(blocks):
-    """Silence numba-cuda's low-occupancy warning for a deliberately small grid."""
-    if blocks >= _NUMBA_MIN_GRID:
-        yield
-        return
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Grid size", category=Warning)
-        yield
+def _simulate(launch, dst, src):
+    blocks = min(launch.tiles, 3)
+    kernel = kernel_for(launch.kernel, launch.key)
+    kernel[blocks, THREADS](dst, src, *launch.args, *prototypes(launch))
 
 
 def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
-    """Queue the kernel of an ``elementwise``, ``fill`` or ``transpose`` plan on a stream.
+    """Queue the launches of a ``kernel`` plan on a stream.
 
     Parameters
     ----------
@@ -629,15 +608,13 @@ def launch_plan(plan, dst_ptr, src_ptr, stream_handle=0, device_id=0):
     stream_handle : int
         The ``CUstream`` handle (0: the legacy default stream).
     device_id : int
-        The device whose current context runs the kernel (used for the grid size).
+        The device whose current context runs the kernels.
     """
-    if plan.method == NONE:
-        return
     dst = int(dst_ptr + plan.dst_offset)
     src = int(src_ptr + plan.src_offset)
-    if DRIVER_LAUNCH and not _SIM:
-        _driver_launch(plan, device_id)(dst, src, int(stream_handle))
-        return
-    kernel, blocks, threads, arguments = _launch_setup(plan, device_id)
-    with _quiet(blocks):
-        kernel[blocks, threads, _stream(stream_handle)](dst, src, *arguments)
+    for launch in plan.launches:
+        d, s = dst + launch.dst_offset, src + launch.src_offset
+        if _SIM:
+            _simulate(launch, d, s)
+        else:
+            _prepared(launch, device_id)(d, s, int(stream_handle))

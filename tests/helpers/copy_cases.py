@@ -1,22 +1,74 @@
-"""Random copy cases for the copy tests: NumPy arrays over padded byte buffers.
+"""Random copy cases for the copy tests and ``benchmarks/bench_copy_random.py``.
 
-A case is a destination and a source array (dtype ``V<itemsize>``) that are views into
-their own ``uint8`` buffers, so a test can compare every byte of each buffer, including
-the bytes a copy must not touch. ``np.copyto(dst, src)`` is the oracle.
+Two sources of cases, both NumPy arrays over padded byte buffers so a test can compare
+every byte of each buffer, including the bytes a copy must not touch (``np.copyto`` is
+the oracle):
+
+* :func:`copy_cases`, a hypothesis strategy of small edge cases (0-size, 0-d, extent 1,
+  itemsizes 3, 6 and 12, broadcasting);
+* :func:`random_pair_spec`, the seeded generator of the random-layout benchmark: a
+  :class:`PairSpec` says how to build a source and a destination of a given size, and
+  :func:`numpy_pair` builds it in host memory (the benchmark builds the same spec in
+  device memory). The tests run it at small sizes, the benchmark at 64-256 MB.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 from hypothesis import strategies as st
 
+from layoutkit import StridedLayout, StridedMemoryView
+
 ITEMSIZES = (1, 2, 3, 4, 6, 8, 12, 16)
+#: Itemsizes of the benchmark generator and the NumPy / CuPy / torch dtype of each.
+SPEC_ITEMSIZES = (1, 2, 4, 8, 16)
+SPEC_DTYPES = {1: "uint8", 2: "float16", 4: "float32", 8: "float64", 16: "complex128"}
+
+
+def layout_of(array):
+    """The ``StridedLayout`` of a NumPy array (strides in elements)."""
+    return StridedLayout(array.shape, array.strides, array.itemsize, divide_strides=True)
+
+
+def host_view(array, writable=False):
+    """A ``StridedMemoryView`` of a NumPy array (through its array interface).
+
+    ``writable=True`` asks for a writable view explicitly, as a broadcast destination
+    needs (aliasing views are read-only by default).
+    """
+    view = StridedMemoryView.from_array_interface(array)
+    if writable:
+        view = StridedMemoryView.from_buffer(view.buffer, view.layout, view.dtype, False)
+    return view
+
+
+class _Mirror:
+    """Describes ``array``'s elements at ``ptr`` through the CUDA array interface."""
+
+    def __init__(self, ptr, array):
+        self.__cuda_array_interface__ = {
+            "version": 3,
+            "data": (ptr, False),
+            "shape": array.shape,
+            "strides": array.strides,
+            "typestr": array.dtype.str,
+            "stream": None,
+        }
+
+
+def mirrored_view(ptr, array, base):
+    """A view of ``array``'s elements in a copy of its byte buffer ``base`` that starts at
+    ``ptr`` (pinned or device memory), through the CUDA array interface."""
+    address = ptr + (array.__array_interface__["data"][0] - base.ctypes.data)
+    return StridedMemoryView.from_cuda_array_interface(_Mirror(address, array), -1)
 
 
 def strided_view(shape, itemsize, order, steps, pad, misalign, fill):
     """A view of ``shape`` into a fresh byte buffer.
 
-    ``order`` is the memory order of the axes (a permutation), ``steps`` the per-axis
-    slice step (negative reverses), ``pad`` extra elements per axis before slicing and
-    ``misalign`` a byte offset of the whole array inside its buffer.
+    ``order`` is the memory order of the axes (a permutation, slowest first), ``steps``
+    the per-axis slice step (negative reverses), ``pad`` extra elements per axis before
+    slicing and ``misalign`` a byte offset of the whole array inside its buffer.
     """
     big = tuple(e * abs(s) + p for e, s, p in zip(shape, steps, pad, strict=True))
     nbytes = int(np.prod(big, dtype=np.int64)) * itemsize
@@ -78,3 +130,106 @@ def expected_bytes(dst_buffer, dst, src):
     )
     np.copyto(twin, src)
     return expected_buffer
+
+
+# ----------------------------------------------------------------------------- the generator
+@dataclass(frozen=True)
+class PairSpec:
+    """One random copy: a source view and a destination view of ``shape``.
+
+    The source is a slice (``steps``: per-axis step, negative reverses; ``pad``: spare
+    elements per axis) of an array stored in axis order ``src_order`` (slowest first);
+    axes in ``broadcast`` have extent 1 in the source (it broadcasts along them). The
+    destination is dense, stored in axis order ``dst_order``.
+    """
+
+    itemsize: int
+    shape: tuple
+    src_order: tuple
+    steps: tuple
+    pad: tuple
+    broadcast: tuple
+    dst_order: tuple
+
+    @property
+    def nbytes(self):
+        """Bytes of the destination."""
+        return int(np.prod(self.shape, dtype=np.int64)) * self.itemsize
+
+    @property
+    def src_shape(self):
+        return tuple(1 if k in self.broadcast else e for k, e in enumerate(self.shape))
+
+    def describe(self):
+        """A short text: shape, dtype, the source's order and steps, the destination's order."""
+        steps = "" if set(self.steps) == {1} else f" steps {self.steps}"
+        cast = f" bcast {self.broadcast}" if self.broadcast else ""
+        dst = "" if self.dst_order == tuple(range(len(self.shape))) else f" dst {self.dst_order}"
+        return (f"{self.shape} {SPEC_DTYPES[self.itemsize]} src {self.src_order}{steps}{cast}"
+                f"{dst}")  # fmt: skip
+
+
+def _extents(rng, ndim, volume):
+    """``ndim`` extents: some small (2-16) in random positions, the others large, whose
+    product is about ``volume``."""
+    shape = [0] * ndim
+    n_small = int(rng.integers(0, ndim))  # at least one large axis
+    small = set(rng.choice(ndim, n_small, replace=False).tolist())
+    for k in small:
+        shape[k] = int(rng.integers(2, 17))
+    large = [k for k in range(ndim) if k not in small]
+    rest = max(volume / np.prod([shape[k] for k in small] or [1]), 2.0 ** len(large))
+    weights = rng.dirichlet(np.ones(len(large)))
+    for k, w in zip(large, weights, strict=True):
+        shape[k] = max(2, int(round(rest**w)))
+    return tuple(shape)
+
+
+def random_pair_spec(rng, nbytes, max_ndim=6):
+    """A random copy of about ``nbytes`` destination bytes (see :class:`PairSpec`).
+
+    2 to ``max_ndim`` axes; extents 2-16 in random positions and large ones; itemsizes
+    1, 2, 4, 8, 16; a source in a random axis order, with steps and negative steps on
+    some axes (1 in 3 cases), cropped from a larger array along some axes (1 in 4),
+    broadcast along one axis (1 in 20); a destination dense in C order (half the cases)
+    or in a random axis order.
+    """
+    ndim = int(rng.integers(2, max_ndim + 1))
+    itemsize = int(rng.choice(SPEC_ITEMSIZES))
+    shape = _extents(rng, ndim, nbytes / itemsize)
+    src_order = tuple(int(k) for k in rng.permutation(ndim))
+    steps = [1] * ndim
+    if rng.random() < 1 / 3:
+        for k in rng.choice(ndim, int(rng.integers(1, min(ndim, 2) + 1)), replace=False):
+            steps[int(k)] = int(rng.choice([2, 3, -1, -2]))
+    pad = [0] * ndim
+    if rng.random() < 1 / 4:  # a crop of a larger array along one or two axes
+        for k in rng.choice(ndim, int(rng.integers(1, min(ndim, 2) + 1)), replace=False):
+            pad[int(k)] = int(rng.integers(1, 4))
+    broadcast = ()
+    if rng.random() < 1 / 20:
+        broadcast = (int(rng.integers(0, ndim)),)
+    dst_order = tuple(range(ndim))
+    if rng.random() < 1 / 2:
+        dst_order = tuple(int(k) for k in rng.permutation(ndim))
+    return PairSpec(itemsize, shape, src_order, tuple(steps), tuple(pad), broadcast, dst_order)
+
+
+def numpy_pair(spec, seed=0, misalign=0):
+    """``(dst_buffer, dst, src_buffer, src)`` of a spec in host memory (padded buffers).
+
+    The destination buffer is zeros, the source random bytes.
+    """
+    dst_buffer, dst = strided_view(spec.shape, spec.itemsize, spec.dst_order,
+                                   (1,) * len(spec.shape), (0,) * len(spec.shape), misalign,
+                                   lambda n: bytes(n))  # fmt: skip
+    src_buffer, src = strided_view(spec.src_shape, spec.itemsize, spec.src_order, spec.steps,
+                                   spec.pad, misalign, _random_bytes(seed))  # fmt: skip
+    return dst_buffer, dst, src_buffer, src
+
+
+def small_specs(seed, count, nbytes=(256, 65536)):
+    """``count`` specs of the benchmark generator at test sizes (log-uniform bytes)."""
+    rng = np.random.default_rng(seed)
+    low, high = np.log(nbytes[0]), np.log(nbytes[1])
+    return [random_pair_spec(rng, float(np.exp(rng.uniform(low, high)))) for _ in range(count)]

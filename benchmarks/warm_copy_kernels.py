@@ -1,0 +1,76 @@
+"""Compile every copy kernel specialisation the tests and benchmarks will need, in parallel.
+
+Usage on the GPU machine (with ``NUMBA_CACHE_DIR`` set, so later processes load the
+compiled kernels from the cache instead of compiling them one at a time)::
+
+    python3 benchmarks/warm_copy_kernels.py [--workers 16]
+
+The specialisations come from planning (no GPU work) the cases of
+``bench_copy_random.py`` and ``tune_copy_gpu.py`` and the generator at test sizes; each
+worker process compiles some of them through ``layoutkit.copy.gpu.kernel_for``. Each
+kernel's line gives its registers, local memory (spills) and shared memory.
+"""
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+
+def specialisations():
+    from bench_copy_random import generate, spec_layouts
+    from helpers.copy_cases import small_specs
+
+    from layoutkit.copy.plan import plan_copy
+
+    specs = [spec for _, _, spec in generate([0, 1, 2, 3, 4, 5, 100, 101], 60, [64, 256])]
+    specs += small_specs(11, 120, (256, 1 << 20)) + small_specs(5, 40, (256, 65536))
+    specs += small_specs(2024, 36, (512, 24576))
+    keys = set()
+    for spec in specs:
+        dst, src = spec_layouts(spec)
+        for misalign in (0, 4, 8):
+            plan = plan_copy(dst, src, misalign, misalign, True, True)
+            keys.update((launch.kernel, launch.key) for launch in plan.launches)
+    return sorted(keys, key=str)
+
+
+def compile_one(item):
+    from layoutkit.copy import gpu
+
+    kernel, key = item
+    begin = time.perf_counter()
+    try:
+        compiled = gpu.kernel_for(kernel, key).compile(gpu.argument_types(kernel, key))
+        resources = (f"regs {compiled.regs_per_thread} local {compiled.local_mem_per_thread} B "
+                     f"shared {compiled.shared_mem_per_block} B")  # fmt: skip
+    except Exception as exc:  # report and go on: the copy compiles it again when used
+        return kernel, key, time.perf_counter() - begin, f"FAILED {type(exc).__name__}: {exc}"
+    return kernel, key, time.perf_counter() - begin, resources
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
+    args = parser.parse_args()
+    start = time.perf_counter()
+    items = specialisations()
+    print(f"{len(items)} kernel specialisations; compiling on {args.workers} processes",
+          flush=True)  # fmt: skip
+    failures, slowest = 0, 0.0
+    with ProcessPoolExecutor(args.workers) as pool:
+        for kernel, key, seconds, text in pool.map(compile_one, items):
+            slowest = max(slowest, seconds)
+            failures += text.startswith("FAILED")
+            print(f"  {kernel}{key}: {seconds:.1f} s {text}", flush=True)
+    print(f"compiled {len(items) - failures}/{len(items)} in {time.perf_counter() - start:.1f} s "
+          f"(slowest {slowest:.1f} s)", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
