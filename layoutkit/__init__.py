@@ -8,6 +8,7 @@ import importlib
 
 __all__ = [
     "AxisError",
+    "BoundsCheckedView",
     "Buffer",
     "Device",
     "DeviceMemoryResource",
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it (imported on first attribute access)
 _LAZY = {
     "AxisError": "layoutkit._errors",
+    "BoundsCheckedView": "layoutkit._numba_view",
     "StridedLayout": "layoutkit.layout",
     "Buffer": "layoutkit.memory",
     "Device": "layoutkit.memory",

@@ -248,6 +248,7 @@ def _view_of_ndarray(cls, array, dlpack_dtypes_only):
     self._dl_device = _CPU_DEVICE
     self._exporting_obj = self._owner = array
     self._buffer = None
+    self._numba_record = None
     return self
 
 
@@ -309,6 +310,7 @@ class StridedMemoryView:
         # here always has exactly the view's pointer, layout and dtype
         "_owner",
         "_buffer",  # Buffer, or None until made
+        "_numba_record",  # what @njit code reads of the view (layoutkit._numba_view), or None
         "__weakref__",
     )
 
@@ -339,6 +341,7 @@ class StridedMemoryView:
         self._exporting_obj = exporting_obj
         self._owner = owner
         self._buffer = None
+        self._numba_record = None
         return self
 
     @classmethod
@@ -421,6 +424,7 @@ class StridedMemoryView:
         self._exporting_obj = obj
         self._owner = tensor
         self._buffer = None
+        self._numba_record = None
         return self
 
     @classmethod
@@ -858,9 +862,10 @@ class StridedMemoryView:
     @property
     def _numba_type_(self):
         """The Numba type of this view (lets ``@njit`` code take views as arguments)."""
-        from ._numba_view import view_numba_type
-
-        return view_numba_type(self)
+        record = self._numba_record
+        if record is None:
+            record = _numba_view_record(self)
+        return record[0]
 
     def _repr_html_(self):
         """Jupyter: a picture of the layout and a table of the view's properties."""
@@ -882,6 +887,13 @@ class StridedMemoryView:
             f"                  readonly={self._readonly},\n"
             f"                  exporting_obj={type(self._exporting_obj).__name__})"
         )
+
+
+def _numba_view_record(view):
+    """Make the record compiled code keeps on a view (numba is imported only here)."""
+    from ._numba_view import view_record
+
+    return view_record(view)
 
 
 class _ViewableArgument:

@@ -234,7 +234,7 @@ def too_many_indices(view):
 
 
 def test_too_many_indices_is_a_typing_error():
-    with pytest.raises(TypingError, match="too many indices for a 2-d view"):
+    with pytest.raises(TypingError, match="too many indices: 3 for 2 dimensions"):
         too_many_indices(host_view(np.zeros((2, 2))))
 
 
@@ -373,7 +373,7 @@ def test_bounds_checked_permutation():
     array = np.arange(6.0).reshape(2, 3)
     checked = BoundsCheckedView(host_view(array))
     assert permuted_item(checked, -1) == array.T[0, 1]
-    with pytest.raises(IndexError, match=r"permuted: axis_order\[0\] is out of range for a 2-d"):
+    with pytest.raises(IndexError, match="permuted: axis out of range"):
         permuted_item(checked, 2)
 
 

@@ -3,7 +3,7 @@
 numba-cuda calls ``prepare_args(ty, val, stream, retr)`` of every handler in a kernel's
 ``extensions=`` list for every argument at every launch (and, under the simulator, with
 ``ty=None``). For a view it returns the flattened struct model values
-``(data, *shape, *strides, offset)`` typed as a tuple of ``CPointer(int64)``: numba-cuda
+``(data, *shape, *strides, offset, limit)`` typed as a tuple of ``CPointer(int64)``: numba-cuda
 appends such values to the launch parameters as plain ints, without building a ctypes
 object per value. Everything else passes through untouched.
 """
@@ -72,10 +72,21 @@ def launch_argument(view, name, device_id, boundscheck=False):
     return LaunchArgument(numba_type, values)
 
 
-def register_cuda_typeof():
-    """Let numba-cuda's typing see ``StridedMemoryView`` arguments as views."""
+def register_cuda_support():
+    """Make layouts and views work in numba-cuda kernels (run once, on import of layoutkit.cuda).
+
+    Registers the typing of ``StridedMemoryView`` arguments (element types as numba-cuda
+    has them), the kernel-parameter data model of views and the inlined methods of layouts
+    and views, which numba-cuda does not take from Numba's own registries.
+    """
     from numba.cuda.typing.typeof import typeof_impl
 
+    from layoutkit._numba_checks import register_cuda_inline
+    from layoutkit._numba_view import register_cuda_model
     from layoutkit.memoryview import StridedMemoryView
 
-    typeof_impl.register(StridedMemoryView)(lambda view, context: view_numba_type(view))
+    typeof_impl.register(StridedMemoryView)(
+        lambda view, context: view_numba_type(view, for_cuda=True)
+    )
+    register_cuda_model()
+    register_cuda_inline()

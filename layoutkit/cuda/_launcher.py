@@ -31,7 +31,7 @@ _SLOT_FORMATS = {
 def _parameter_format(argument_type):
     """struct format of one kernel argument's parameters, and whether it is a view."""
     if isinstance(argument_type, StridedViewType):
-        return "q" * (2 * argument_type.ndim + 2), True
+        return "q" * argument_type.parameter_count, True
     if argument_type in _SLOT_FORMATS:
         return _SLOT_FORMATS[argument_type], False
     raise TypeError(
