@@ -14,6 +14,8 @@ overload registered with Numba's own ``extending`` module as if it were its own,
 fails on a function with more than one block.
 """
 
+import functools
+
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload_classmethod, overload_method
@@ -180,4 +182,7 @@ def register_cuda_inline():
 
     while _INLINED:
         register, typ, name, typer = _INLINED.pop(0)
-        getattr(cuda_extending, register)(typ, name, target="cuda", inline="always")(typer)
+        # a function object of its own: the same one in both registries would make
+        # numba-cuda resolve calls between inlined methods to the CPU registration
+        own = functools.wraps(typer)(lambda *args, typer=typer, **kwargs: typer(*args, **kwargs))
+        getattr(cuda_extending, register)(typ, name, target="cuda", inline="always")(own)

@@ -871,6 +871,52 @@ def _reshape_into(layout, shape, lay, new_shape, out):
     return S.OK
 
 
+@register_jitable(forceinline=True)
+def _reshape_contiguous(layout, shape, new_shape, out):
+    """The common case of ``_reshape_into``, straight-line once inlined: a C-contiguous
+    non-empty layout takes the dense C strides of any shape of its volume.
+
+    Returns ``NOT_HANDLED`` (and writes nothing meaningful) for every other case, which
+    ``_reshape_into`` then settles, errors included.
+    """
+    n = len(layout.shape)
+    m = len(shape)
+    volume = 1
+    contiguous = True
+    for k in range(n):  # from the last axis: C-contiguity, extent-1 axes skipped
+        i = n - 1 - k
+        e = layout.shape[i]
+        contiguous &= (e == 1) | (layout.strides[i] == volume)
+        volume *= e
+    # volumes below 2**31 keep every product below 2**62: no overflow to check
+    valid = contiguous & (volume > 0) & (volume < _SMALL_VOLUME)
+    known = 1
+    unknown = -1
+    for i in range(m):
+        e = shape[i]
+        unknown = i if e == -1 else unknown
+        valid &= (e == -1) | ((e > 0) & (e <= volume))
+        known = min(known * (1 if e == -1 else e), _SMALL_VOLUME)
+    for i in range(m):
+        valid &= (shape[i] != -1) | (i == unknown)
+    if unknown >= 0:
+        valid &= known > 0 and volume % known == 0
+    else:
+        valid &= known == volume
+    if not valid:
+        return _NOT_HANDLED
+    stride = 1
+    for k in range(m):
+        i = m - 1 - k
+        e = volume // known if i == unknown else shape[i]
+        new_shape[i] = e
+        out[m + i] = stride
+        stride *= e
+    return S.OK
+
+
+_NOT_HANDLED = -1
+_SMALL_VOLUME = 2**31
 _raise_reshaped = status_raiser("reshaped")
 
 
@@ -886,11 +932,13 @@ def _reshaped(layout, shape):
     mn2 = 2 * m + 2 * n
 
     def impl(layout, shape):
+        values = _int64_tuple(shape)
         new_shape = _stack_int64(m)
         out = _stack_int64(mn2)
-        _raise_reshaped(
-            _reshape_into(layout, _int64_tuple(shape), _stack_int64(n2), new_shape, out)
-        )
+        status = _reshape_contiguous(layout, values, new_shape, out)
+        if status == _NOT_HANDLED:
+            status = _reshape_into(layout, values, _stack_int64(n2), new_shape, out)
+        _raise_reshaped(status)
         return make_layout(
             _tuple_from(new_shape, 0, m), _tuple_from(out, m, m), layout.itemsize,
             layout.slice_offset,

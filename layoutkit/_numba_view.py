@@ -49,14 +49,13 @@ dtype still has its shape, strides and layout in compiled code, and its element 
 a one-line typing error that says what to pass instead.
 """
 
-import array
-import contextlib
 import operator
+import struct
 from functools import cache
 
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.core.errors import TypingError
+from numba.core.errors import NumbaError, TypingError
 from numba.core.imputils import impl_ret_borrowed
 from numba.core.typing.templates import Signature
 from numba.extending import (
@@ -206,7 +205,7 @@ def numba_dtype(dtype, for_cuda=False):
         support = numpy_support
     try:
         return support.from_dtype(dtype)
-    except (NotImplementedError, KeyError, TypeError):
+    except (NotImplementedError, NumbaError, KeyError, TypeError):
         return OpaqueElement(dtype.name, dtype.itemsize)
 
 
@@ -244,19 +243,26 @@ def view_numba_type(view, boundscheck=False, for_cuda=False):
         For a view without a dtype.
     """
     dtype = view.dtype
-    if dtype is None:
-        raise TypeError(
-            "a view without a dtype cannot be passed to compiled code; give it one with "
-            "view.view(dtype=...)"
-        )
     layout = view.layout
-    return strided_view_type(
-        numba_dtype(dtype, for_cuda),
-        layout.ndim,
-        layout_kind(layout),
-        view.readonly,
-        boundscheck,
-    )
+    # keyed by what decides the type (NumPy dtypes hash in C): no Numba type is hashed
+    key = (
+        dtype, len(layout.shape), layout.is_contiguous_c, layout.is_contiguous_f,
+        bool(view.readonly), bool(boundscheck), bool(for_cuda),
+    )  # fmt: skip
+    numba_type = _VIEW_TYPES.get(key)
+    if numba_type is None:
+        if dtype is None:
+            raise TypeError(
+                "a view without a dtype cannot be passed to compiled code; give it one with "
+                "view.view(dtype=...)"
+            )
+        numba_type = _VIEW_TYPES[key] = strided_view_type(
+            numba_dtype(dtype, for_cuda), key[1], layout_kind(layout), key[4], key[5]
+        )
+    return numba_type
+
+
+_VIEW_TYPES = {}
 
 
 def buffer_limit(view):
@@ -355,12 +361,18 @@ def view_record(view):
         flags = 0
         if not view.is_device_accessible or _is_host_accessible(view):
             flags |= _HOST_ACCESSIBLE
-        values = (flags, view.ptr, layout.slice_offset, buffer_limit(view))
-        packed = array.array("q", values + layout.shape + layout.strides).tobytes()
-        record = (view_numba_type(view), packed)
-        with contextlib.suppress(AttributeError):  # a look-alike without the slot
-            view._numba_record = record
+        shape = layout.shape
+        packer = _PACKERS.get(len(shape))
+        if packer is None:
+            packer = _PACKERS[len(shape)] = struct.Struct(f"={_HEADER + 2 * len(shape)}q")
+        packed = packer.pack(
+            flags, view.ptr, layout.slice_offset, buffer_limit(view), *shape, *layout.strides
+        )
+        record = view._numba_record = (view_numba_type(view), packed)
     return record
+
+
+_PACKERS = {}  # ndim -> struct.Struct of a record's int64 values
 
 
 def _refuse_view(view):
