@@ -29,6 +29,7 @@ __all__ = [
     "raise_in_place",
     "raise_status",
     "register_cuda_inline",
+    "status_error",
     "status_raiser",
 ]
 
@@ -95,6 +96,12 @@ _MESSAGES = {
     REACHES_BEFORE_BUFFER: (ValueError, "the layout reaches before the view's buffer"),
     REACHES_PAST_BUFFER: (ValueError, "the layout reaches past the end of the view's buffer"),
 }  # fmt: skip
+
+
+def status_error(status, operation):
+    """The exception compiled code raises for a non-zero ``status`` (for Python callers)."""
+    exc, message = _MESSAGES[status]
+    return exc(f"{operation}: {message}")
 
 
 def raise_in_place(context, builder, exc, message):

@@ -66,6 +66,7 @@ from numba.extending import (
     make_attribute_wrapper,
     models,
     overload_attribute,
+    register_jitable,
     register_model,
     type_callable,
     typeof_impl,
@@ -73,8 +74,9 @@ from numba.extending import (
 )
 from numba.np import numpy_support
 
+from . import _numba_checks as S
 from ._numba_boxing import Objects, call_python, failed, getattr_fast
-from ._numba_checks import inline_method
+from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
 from ._numba_layout import StridedLayoutType, make_layout
 
@@ -715,18 +717,32 @@ def _ov_with_layout(view, layout):
     itemsize = view.itemsize
 
     def impl(view, layout):
-        # as StridedMemoryView.view(layout): same itemsize, inside the view's buffer
-        if layout.itemsize != itemsize:
-            raise ValueError("with_layout: the layout's itemsize differs from the view's")
         lo, hi = layout.offset_bounds
-        if lo <= hi:  # a layout with no elements fits any buffer
-            if lo < 0:
-                raise ValueError("with_layout: the layout reaches before the view's buffer")
-            if hi >= view._limit:
-                raise ValueError("with_layout: the layout reaches past the view's buffer")
+        _raise_with_layout(fit_status(layout.itemsize, lo, hi, itemsize, view._limit))
         return _view_with_layout(view, layout)
 
     return impl
+
+
+@register_jitable
+def fit_status(layout_itemsize, low, high, itemsize, limit):
+    """Whether a layout (itemsize, offset bounds) fits a view's buffer of ``limit`` elements.
+
+    The checks of ``StridedMemoryView.view(layout)``, shared by compiled code and the
+    CUDA simulator: the view's itemsize, no offset below 0 or at ``limit`` or above (a
+    layout with no elements fits any buffer).
+    """
+    if layout_itemsize != itemsize:
+        return S.ITEMSIZE_DIFFERS
+    if low <= high:
+        if low < 0:
+            return S.REACHES_BEFORE_BUFFER
+        if high >= limit:
+            return S.REACHES_PAST_BUFFER
+    return S.OK
+
+
+_raise_with_layout = status_raiser("with_layout")
 
 
 @inline_method(StridedViewType, "permuted")
