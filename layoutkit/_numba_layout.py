@@ -343,14 +343,16 @@ def _extents_into(shape, lay):
 
 @register_jitable
 def _permutation_into(order, n, out):
-    """Write the axes of int64 tuple ``order``, normalised, to ``out``."""
+    """Write the axes of int64 tuple ``order``, normalised, to ``out``.
+
+    As the Python class: an axis out of range anywhere is reported before a repeat.
+    """
+    for i in range(n):
+        if order[i] < -n or order[i] >= n:
+            return S.AXIS_OUT_OF_RANGE
     seen = 0
     for i in range(n):
-        a = order[i]
-        if a < -n or a >= n:
-            return S.AXIS_OUT_OF_RANGE
-        if a < 0:
-            a += n
+        a = order[i] + n if order[i] < 0 else order[i]
         if (seen >> a) & 1:
             return S.REPEATED_AXIS
         seen |= 1 << a
@@ -366,27 +368,28 @@ def _axis_status(axis, n):
 
 
 @register_jitable
-def _dense_into(shape, itemsize, lay, order, info):
-    """Dense strides for ``shape`` in the axis order already in ``order`` (lay: shape | strides)."""
-    n = len(shape)
-    status = _itemsize_status(itemsize)
+def _shape_into(shape, itemsize, lay):
+    """Check ``shape`` and ``itemsize`` (in the Python class's order); copy the shape to lay."""
+    status = _extents_into(shape, lay)
     if status == S.OK:
-        status = _extents_into(shape, lay)
-    if status == S.OK and K.volume_of(lay, n) < 0:
-        status = S.VOLUME_OVERFLOW
-    if status == S.OK:
-        K.dense_strides(lay, n, order, lay, n)
-        status = _analysis_status(lay, n, itemsize, 0, info)
+        status = _itemsize_status(itemsize)
     return status
+
+
+@register_jitable
+def _dense_into(n, itemsize, lay, order, info):
+    """Dense strides in the axis order ``order`` for the shape already in ``lay``."""
+    if K.volume_of(lay, n) < 0:
+        return S.VOLUME_OVERFLOW
+    K.dense_strides(lay, n, order, lay, n)
+    return _analysis_status(lay, n, itemsize, 0, info)
 
 
 @register_jitable
 def _strided_into(shape, strides, itemsize, in_bytes, lay, info):
     """The layout ``StridedLayout(shape, strides, itemsize, in_bytes)`` in ``lay``."""
     n = len(shape)
-    status = _itemsize_status(itemsize)
-    if status == S.OK:
-        status = _extents_into(shape, lay)
+    status = _shape_into(shape, itemsize, lay)
     if status == S.OK:
         for i in range(n):
             stride = strides[i]
@@ -482,7 +485,9 @@ def _constructor_function(n, c_order, by_bytes):
             lay = _stack_int64(n2)
             order = _stack_int64(n)
             _order_c(None, lay, n, order)
-            status = _dense_into(_int64_tuple(shape), itemsize, lay, order, _stack_int64(info_size))
+            status = _shape_into(_int64_tuple(shape), itemsize, lay)
+            if status == S.OK:
+                status = _dense_into(n, itemsize, lay, order, _stack_int64(info_size))
             return status, make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
 
     elif by_bytes:
@@ -537,9 +542,11 @@ def _dense(cls, shape, itemsize, stride_order="C"):
     def impl(cls, shape, itemsize, stride_order="C"):
         lay = _stack_int64(n2)
         order = _stack_int64(n)
-        status = fill_order(stride_order, lay, n, order)
+        status = _shape_into(_int64_tuple(shape), itemsize, lay)
         if status == S.OK:
-            status = _dense_into(_int64_tuple(shape), itemsize, lay, order, _stack_int64(info_size))
+            status = fill_order(stride_order, lay, n, order)
+        if status == S.OK:
+            status = _dense_into(n, itemsize, lay, order, _stack_int64(info_size))
         _raise_dense(status)
         return make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
 
@@ -1000,11 +1007,10 @@ def _unsqueeze_into(layout, axes, new, out):
     for i in range(m):
         new[i] = 0
     for j in range(k):
-        a = axes[j]
-        if a < -m or a >= m:
+        if axes[j] < -m or axes[j] >= m:
             return S.AXIS_OUT_OF_RANGE
-        if a < 0:
-            a += m
+    for j in range(k):
+        a = axes[j] + m if axes[j] < 0 else axes[j]
         if new[a] != 0:
             return S.REPEATED_AXIS
         new[a] = 1
@@ -1167,6 +1173,7 @@ def _to_dense(layout, stride_order="K"):
     n = layout.ndim
     n2 = 2 * n
     fill_order = _order_filler(stride_order, n, allow_k=True)
+    any_order = fill_order is _order_k
 
     def impl(layout, stride_order="K"):
         lay = _stack_int64(n2)
@@ -1174,10 +1181,29 @@ def _to_dense(layout, stride_order="K"):
         out = _stack_int64(n)
         _pack(layout, lay)
         _raise_to_dense(fill_order(stride_order, lay, n, order))
+        if _is_dense_in(layout, order, any_order):
+            return layout  # as the Python class: a dense layout is its own dense version
         K.dense_strides(lay, n, order, out, 0)
         return make_layout(layout.shape, _tuple_from(out, 0, n), layout.itemsize, 0)
 
     return impl
+
+
+@register_jitable
+def _is_dense_in(layout, order, any_order):
+    """Whether ``layout`` is already the dense layout of axis ``order`` (Python's rule:
+    dense for "K"; dense and C- or F-contiguous for the C or F axis order)."""
+    if not layout.is_dense:
+        return False
+    if any_order:
+        return True
+    n = len(layout.shape)
+    c_order = True
+    f_order = True
+    for i in range(n):
+        c_order &= order[i] == i
+        f_order &= order[i] == n - 1 - i
+    return (c_order and layout.is_contiguous_c) or (f_order and layout.is_contiguous_f)
 
 
 def _no_static_ndim(name):
