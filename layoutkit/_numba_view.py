@@ -53,6 +53,7 @@ import operator
 import struct
 from functools import cache
 
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.errors import NumbaError, TypingError
@@ -81,6 +82,7 @@ from ._numba_index import lower_index, plan_for_type
 from ._numba_layout import StridedLayoutType, make_layout
 
 _LAYOUT_KINDS = ("C", "F", "A")
+_FLOAT16 = np.dtype(np.float16)
 
 
 class OpaqueElement(types.Type):
@@ -89,13 +91,13 @@ class OpaqueElement(types.Type):
     Examples
     --------
     >>> OpaqueElement("float8_e4m3fn", 1)
-    float8_e4m3fn
+    opaque float8_e4m3fn
     """
 
     def __init__(self, dtype_name, itemsize):
         self.dtype_name = dtype_name
         self.itemsize = itemsize
-        super().__init__(name=dtype_name)
+        super().__init__(name=f"opaque {dtype_name}")
 
     @property
     def key(self):
@@ -162,6 +164,11 @@ class StridedViewType(types.Type):
         return strided_view_type(**fields)
 
     @property
+    def key(self):
+        # the name alone would make a view of an opaque float16 and one of float16 equal
+        return self.dtype, self.ndim, self.layout, self.readonly, self.boundscheck
+
+    @property
     def itemsize(self):
         """Bytes per element."""
         return _itemsize_of(self.dtype)
@@ -199,12 +206,15 @@ def _itemsize_of(dtype):
 def numba_dtype(dtype, for_cuda=False):
     """The Numba element type of a NumPy dtype (``for_cuda``: numba-cuda's, with bfloat16).
 
-    dtypes Numba has no type for (ml_dtypes types) give an :class:`OpaqueElement`.
+    dtypes the target has no type for (ml_dtypes types; float16 on the CPU, where Numba
+    has no data model for it) give an :class:`OpaqueElement`.
     """
     if for_cuda:
         from numba.cuda.np import numpy_support as support
     else:
         support = numpy_support
+        if dtype == _FLOAT16:
+            return OpaqueElement("float16", 2)
     try:
         return support.from_dtype(dtype)
     except (NotImplementedError, NumbaError, KeyError, TypeError):
@@ -546,6 +556,9 @@ def _box_view(typ, val, c):
         c.builder.store(c.pyapi.call_function_objargs(callee, args), result)
         c.pyapi.decref(callee)
     objects.release()
+    # boxing consumes the native value (as Numba's boxers of arrays and lists do): the
+    # Python view made above holds what keeps the memory alive now
+    c.context.nrt.decref(c.builder, typ, val)
     return c.builder.load(result)
 
 
@@ -582,27 +595,24 @@ def _effective_strides(builder, typ, view):
     return strides
 
 
-def _is_cuda(context):
-    return type(context).__module__.startswith("numba.cuda")
-
-
-def _check_element_type(context, view):
+def _check_element_type(view):
     """TypingError for element access where the target has no type for the elements."""
     dtype = view.dtype
-    if isinstance(dtype, OpaqueElement):
-        raise TypingError(
-            f"elements of a {dtype.dtype_name} view cannot be read or written in compiled "
-            f"code: Numba has no {dtype.dtype_name} type here; pass a view of the same memory "
-            f"with an integer dtype of {dtype.itemsize} byte(s) (view.view(dtype=numpy.uint"
-            f"{8 * dtype.itemsize})) to move the raw bits"
-        )
-    if dtype == types.float16 and not _is_cuda(context):
+    if not isinstance(dtype, OpaqueElement):
+        return
+    if dtype.dtype_name == "float16":
         raise TypingError(
             "elements of a float16 view cannot be read or written in @njit code: Numba's CPU "
             "target has no float16 type; pass a float32 copy, or a uint16 view of the same "
             "memory (view.view(dtype=numpy.uint16)) to move the raw bits (layoutkit.cuda.jit "
             "kernels support float16)"
         )
+    raise TypingError(
+        f"elements of a {dtype.dtype_name} view cannot be read or written in compiled "
+        f"code: Numba has no {dtype.dtype_name} type here; pass a view of the same memory "
+        f"with an integer dtype of {dtype.itemsize} byte(s) (view.view(dtype=numpy.uint"
+        f"{8 * dtype.itemsize})) to move the raw bits"
+    )
 
 
 def _boundscheck(context, typ):
@@ -629,7 +639,7 @@ def _type_getitem(context):
             return None
         plan = plan_for_type(index, view.ndim)
         if plan.is_element:
-            _check_element_type(context, view)
+            _check_element_type(view)
             return Signature(view.dtype, (view, index), None)
         return Signature(view.copy(ndim=plan.ndim, layout="A"), (view, index), None)
 
@@ -647,7 +657,7 @@ def _type_setitem(context):
             raise TypingError(
                 f"{view}: only single elements can be assigned (index {index} selects a sub-view)"
             )
-        _check_element_type(context, view)
+        _check_element_type(view)
         if context.can_convert(value, view.dtype) is None:
             raise TypingError(f"cannot store a {value} into {view}")
         return Signature(types.none, (view, index, value), None)

@@ -82,11 +82,14 @@ def register_cuda_support():
     from numba.cuda.typing.typeof import typeof_impl
 
     from layoutkit._numba_checks import register_cuda_inline
-    from layoutkit._numba_view import register_cuda_model
+    from layoutkit._numba_view import BoundsCheckedView, register_cuda_model
     from layoutkit.memoryview import StridedMemoryView
 
     typeof_impl.register(StridedMemoryView)(
         lambda view, context: view_numba_type(view, for_cuda=True)
+    )
+    typeof_impl.register(BoundsCheckedView)(
+        lambda checked, context: view_numba_type(checked.view, boundscheck=True, for_cuda=True)
     )
     register_cuda_model()
     register_cuda_inline()
