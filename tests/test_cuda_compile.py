@@ -275,3 +275,78 @@ def test_extension_accepts_bounds_checked_views(monkeypatch):
     assert numba_type == view_type("f4", 2, "C", boundscheck=True)
     _, values = extension.prepare_args(numba_type, view)
     assert values == (4096, 2, 3, 3, 1, 0, 6)
+
+
+def view_checks(view, out, layout, i, step):
+    moved = view.with_layout(layout)
+    turned = view.permuted((i, 0))
+    out[0] = moved[0, 0] + turned[0, 0] + view[i, 0] + view[:, ::step][0, 0]
+
+
+def test_view_checks_raise_from_the_kernel_itself():
+    """with_layout, permuted, indices and slices raise in the kernel (reported in debug)."""
+    from numba.cuda.compiler import compile_cuda
+
+    from layoutkit._numba_layout import layout_type
+
+    checked = view_type("f8", 2, "A", boundscheck=True)
+    result = compile_cuda(
+        view_checks, types.void,
+        (checked, view_type("f8", 1, "C"), layout_type(2), types.int64, types.int64),
+        debug=True, nvvm_options={"opt": 0, "g": None}, cc=CC,
+    )  # fmt: skip
+    raised = {(exc.__name__, args[0]) for exc, args, _ in result.call_helper.exceptions.values()}
+    for expected in [
+        ("ValueError", "with_layout: the layout's itemsize differs from the view's"),
+        ("ValueError", "with_layout: the layout reaches before the view's buffer"),
+        ("ValueError", "with_layout: the layout reaches past the end of the view's buffer"),
+        ("AxisError", "permuted: axis out of range"),
+        ("ValueError", "permuted: repeated axis"),
+        ("IndexError", "view index out of bounds on axis 0"),
+        ("ValueError", "slice step cannot be zero"),
+    ]:
+        assert expected in raised, expected
+
+
+def test_bfloat16_views_load_and_store_in_kernels():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from layoutkit._numba_view import numba_dtype
+
+    element = numba_dtype(np.dtype(ml_dtypes.bfloat16), for_cuda=True)
+    assert str(element) == "__nv_bfloat16"
+
+    def flip(view):
+        view[0] = view[1]
+
+    compile_kernel(flip, (strided_view_type(element, 1, "C"),))
+
+
+def test_float8_views_refuse_elements_in_kernels():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from numba.core.errors import TypingError
+
+    from layoutkit._numba_view import numba_dtype
+
+    element = numba_dtype(np.dtype(ml_dtypes.float8_e4m3fn), for_cuda=True)
+
+    def shape_only(view, out):
+        out[0] = view.shape[0] + view.layout.itemsize
+
+    compile_kernel(shape_only, (strided_view_type(element, 1, "C"), view_type("i8", 1, "C")))
+
+    def flip(view):
+        view[0] = view[1]
+
+    with pytest.raises(TypingError, match="elements of a float8_e4m3fn view cannot be read"):
+        compile_kernel(flip, (strided_view_type(element, 1, "C"),))
+
+
+def test_bounds_checked_views_are_typed_for_cuda():
+    from numba.cuda.typing.typeof import Purpose, typeof
+
+    from layoutkit import BoundsCheckedView
+
+    view = StridedMemoryView.from_array_interface(np.zeros((2, 3), np.float32))
+    assert typeof(BoundsCheckedView(view), Purpose.argument) == view_type(
+        "f4", 2, "C", boundscheck=True
+    )
