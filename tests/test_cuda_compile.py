@@ -350,3 +350,18 @@ def test_bounds_checked_views_are_typed_for_cuda():
     assert typeof(BoundsCheckedView(view), Purpose.argument) == view_type(
         "f4", 2, "C", boundscheck=True
     )
+
+
+def test_layout_arguments_are_flattened_into_parameters():
+    from layoutkit._numba_layout import layout_type
+    from layoutkit.layout import StridedLayout
+
+    def volume(layout, out):
+        out[0] = layout.volume + layout.slice_offset
+
+    ptx = compile_kernel(volume, (layout_type(3), view_type("i8", 1, "C")))
+    assert entry_parameter_count(ptx) == (2 * 3 + 2) + 5
+    layout = StridedLayout.dense((2, 3, 4), 8)[1:, ::-1]
+    parameter_type, values = extension.prepare_args(layout_type(3), layout)
+    assert values == (1, 3, 4, 12, -4, 1, 8, 20)
+    assert len(parameter_type) == 8

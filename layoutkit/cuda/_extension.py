@@ -1,17 +1,19 @@
-"""numba-cuda argument handler: turns view arguments into kernel parameters.
+"""numba-cuda argument handler: turns view and layout arguments into kernel parameters.
 
 numba-cuda calls ``prepare_args(ty, val, stream, retr)`` of every handler in a kernel's
 ``extensions=`` list for every argument at every launch (and, under the simulator, with
 ``ty=None``). For a view it returns the flattened struct model values
-``(data, *shape, *strides, offset, limit)`` typed as a tuple of ``CPointer(int64)``: numba-cuda
-appends such values to the launch parameters as plain ints, without building a ctypes
-object per value. Everything else passes through untouched.
+``(data, *shape, *strides, offset, limit)``, for a ``StridedLayout``
+``(*shape, *strides, itemsize, slice_offset)``, typed as a tuple of ``CPointer(int64)``:
+numba-cuda appends such values to the launch parameters as plain ints, without building
+a ctypes object per value. Everything else passes through untouched.
 """
 
 from functools import cache
 
 from numba import types
 
+from layoutkit._numba_layout import StridedLayoutType
 from layoutkit._numba_view import StridedViewType, view_numba_type
 from layoutkit.cuda._records import view_record
 from layoutkit.cuda._simulator import SimulatedView
@@ -43,7 +45,7 @@ def _is_strided_memory_view(value):
 
 
 class ViewArgumentHandler:
-    """The ``extensions=`` entry that lets ``numba.cuda.jit`` kernels take views.
+    """The ``extensions=`` entry that lets ``numba.cuda.jit`` kernels take views and layouts.
 
     Use the module-level instance ``layoutkit.cuda.extension``.
     """
@@ -56,6 +58,9 @@ class ViewArgumentHandler:
             if _is_strided_memory_view(val):
                 return None, SimulatedView.from_view(val)
             return ty, val
+        if type(ty) is StridedLayoutType:
+            values = (*val._shape, *val._strides, val._itemsize, val._offset)
+            return _parameters_type(len(values)), values
         if type(ty) is not StridedViewType:
             return ty, val
         from layoutkit import _driver
