@@ -79,16 +79,18 @@ def volume_of(shape, n):
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def _precedes(lay, n, a, b):
-    """Whether axis ``a`` comes before axis ``b`` in stride order (slowest first)."""
+    """Whether axis ``a`` comes before axis ``b`` in stride order (slowest first).
+
+    Larger ``abs(stride)`` first, then larger extent, then lower axis index; written
+    without branches (it runs n**2 times in the unsorted flag tests below).
+    """
     sa = abs(lay[n + a])
     sb = abs(lay[n + b])
-    if sa != sb:
-        return sa > sb
-    if lay[a] != lay[b]:
-        return lay[a] > lay[b]
-    return a < b
+    ea = lay[a]
+    eb = lay[b]
+    return (sa > sb) | ((sa == sb) & ((ea > eb) | ((ea == eb) & (a < b))))
 
 
 @njit(cache=True)
@@ -204,6 +206,41 @@ def is_unique_nested(lay, n, order, base):
             return False
         reach += s * (e - 1)
     return True
+
+
+@njit(cache=True, forceinline=True)
+def is_contiguous_unsorted(lay, n):
+    """``is_contiguous_along`` over the stride order, without computing the order.
+
+    Each axis of extent above 1 must have as stride the product of the extents of the
+    axes after it in stride order. n**2 branch-free comparisons: for compiled code with
+    a few dimensions, where it straight-lines; the same answer as sorting first.
+    """
+    ok = True
+    for a in range(n):
+        expected = 1
+        for b in range(n):
+            faster = (b != a) & (lay[b] != 1) & _precedes(lay, n, a, b)
+            expected *= lay[b] if faster else 1
+        ok &= (lay[a] == 1) | (lay[n + a] == expected)
+    return ok
+
+
+@njit(cache=True, forceinline=True)
+def is_unique_unsorted(lay, n):
+    """``is_unique_nested`` over the stride order, without computing the order.
+
+    Each axis of extent above 1 must step over everything the axes after it in stride
+    order reach (see ``is_contiguous_unsorted`` for when to use it).
+    """
+    ok = True
+    for a in range(n):
+        reach = 0
+        for b in range(n):
+            faster = (b != a) & (lay[b] != 1) & _precedes(lay, n, a, b)
+            reach += abs(lay[n + b]) * (lay[b] - 1) if faster else 0
+        ok &= (lay[a] == 1) | (abs(lay[n + a]) > reach)
+    return ok
 
 
 @njit(cache=True)
