@@ -341,23 +341,29 @@ def _extents_into(shape, lay):
     return S.OK
 
 
-@register_jitable
+@register_jitable(forceinline=True)
 def _permutation_into(order, n, out):
     """Write the axes of int64 tuple ``order``, normalised, to ``out``.
 
     As the Python class: an axis out of range anywhere is reported before a repeat.
+    Branch-free (the axes' bits must cover ``0..n-1`` exactly), as it runs inlined.
     """
-    for i in range(n):
-        if order[i] < -n or order[i] >= n:
-            return S.AXIS_OUT_OF_RANGE
+    in_range = True
     seen = 0
     for i in range(n):
-        a = order[i] + n if order[i] < 0 else order[i]
-        if (seen >> a) & 1:
-            return S.REPEATED_AXIS
+        a = order[i]
+        in_range &= (a >= -n) & (a < n)
+        a = (a + n if a < 0 else a) & 63  # in 0..63 even when out of range
         seen |= 1 << a
         out[i] = a
+    if not in_range:
+        return S.AXIS_OUT_OF_RANGE
+    if seen != _ALL_AXES[n]:
+        return S.REPEATED_AXIS
     return S.OK
+
+
+_ALL_AXES = tuple((1 << n) - 1 if n < 64 else -1 for n in range(MAX_NDIM + 1))
 
 
 @register_jitable
@@ -684,23 +690,32 @@ def _flag_property(kernel_name):
     return typer
 
 
-overload_attribute(StridedLayoutType, "is_contiguous_c")(_flag_property("is_contiguous_c"))
-overload_attribute(StridedLayoutType, "is_contiguous_f")(_flag_property("is_contiguous_f"))
+overload_attribute(StridedLayoutType, "is_contiguous_c", jit_options={"forceinline": True})(
+    _flag_property("is_contiguous_c")
+)
+overload_attribute(StridedLayoutType, "is_contiguous_f", jit_options={"forceinline": True})(
+    _flag_property("is_contiguous_f")
+)
 
 
-def _ordered_flag_property(kernel_name):
+def _ordered_flag_property(kernel_name, unsorted_kernel_name):
+    """A flag computed over the stride order: for a few dimensions without sorting."""
+
     def typer(layout):
         n = layout.ndim
         n2 = 2 * n
         kernel = getattr(K, kernel_name)
+        unsorted = getattr(K, unsorted_kernel_name)
 
         def impl(layout):
             lay = _stack_int64(n2)
-            order = _stack_int64(n)
             _pack(layout, lay)
             for i in range(n):
                 if layout.shape[i] == 0:
                     return True
+            if n <= _UNSORTED_NDIM:
+                return unsorted(lay, n)
+            order = _stack_int64(n)
             K.stride_order(lay, n, order, 0)
             return kernel(lay, n, order, 0)
 
@@ -709,10 +724,14 @@ def _ordered_flag_property(kernel_name):
     return typer
 
 
-overload_attribute(StridedLayoutType, "is_contiguous_any")(
-    _ordered_flag_property("is_contiguous_along")
+_UNSORTED_NDIM = 8  # up to this many dimensions, n**2 straight-line tests beat a sort
+_INLINED = {"forceinline": True}
+overload_attribute(StridedLayoutType, "is_contiguous_any", jit_options=_INLINED)(
+    _ordered_flag_property("is_contiguous_along", "is_contiguous_unsorted")
 )
-overload_attribute(StridedLayoutType, "is_unique")(_ordered_flag_property("is_unique_nested"))
+overload_attribute(StridedLayoutType, "is_unique", jit_options=_INLINED)(
+    _ordered_flag_property("is_unique_nested", "is_unique_unsorted")
+)
 
 
 @overload_attribute(StridedLayoutType, "is_dense")
@@ -805,14 +824,15 @@ def _checked_offset(typingctx, layout, index):
 # returns a status) runs as a call, the raise in place (see layoutkit._numba_checks).
 
 
-@register_jitable
-def _permute_into(layout, axis_order, order, out):
+@register_jitable(forceinline=True)
+def _permute_into(layout, axis_order, lay, order, out):
     n = len(layout.shape)
     status = _permutation_into(axis_order, n, order)
     if status == S.OK:
-        for i in range(n):
-            out[i] = layout.shape[order[i]]
-            out[n + i] = layout.strides[order[i]]
+        _pack(layout, lay)
+        for i in range(n):  # a gather from the stack, not a switch over tuple entries
+            out[i] = lay[order[i]]
+            out[n + i] = lay[n + order[i]]
     return status
 
 
@@ -828,7 +848,9 @@ def _permuted(layout, axis_order):
 
     def impl(layout, axis_order):
         out = _stack_int64(n2)
-        _raise_permuted(_permute_into(layout, _int64_tuple(axis_order), _stack_int64(n), out))
+        _raise_permuted(
+            _permute_into(layout, _int64_tuple(axis_order), _stack_int64(n2), _stack_int64(n), out)
+        )
         return make_layout(
             _tuple_from(out, 0, n), _tuple_from(out, n, n), layout.itemsize, layout.slice_offset
         )
