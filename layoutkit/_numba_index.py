@@ -16,6 +16,12 @@ the same rule the Python ``StridedLayout`` uses.
 from functools import cache
 from typing import NamedTuple
 
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.errors import TypingError
+from numba.core.typing import signature
+
+from . import _kernels
 from ._numba_checks import checked_index, raise_in_place
 
 __all__ = ["IndexPlan", "lower_index", "plan_for_type", "plan_for_values", "plan_index"]
@@ -89,9 +95,6 @@ def _entries(index, is_tuple):
 @cache
 def plan_for_type(index_type, ndim):
     """The plan of a Numba index type (a type or a tuple type); TypingError if unsupported."""
-    from numba.core import types
-    from numba.core.errors import TypingError
-
     kinds = []
     for entry in _entries(index_type, isinstance(index_type, types.BaseTuple)):
         if isinstance(entry, types.Integer):
@@ -145,10 +148,9 @@ def plan_for_values(index, ndim):
 # lowering
 
 
-def _slice_axis_function():
-    from . import _kernels
-
-    return _kernels.slice_axis.py_func
+_SLICE_AXIS_SIGNATURE = signature(
+    types.UniTuple(types.int64, 2), *(types.int64,) * 4, types.boolean, types.boolean
+)
 
 
 def lower_index(context, builder, plan, index_type, index, shape, strides, check, exc, what):
@@ -166,10 +168,6 @@ def lower_index(context, builder, plan, index_type, index, shape, strides, check
     what : str
         How messages name the operand, e.g. ``"view index"``.
     """
-    from llvmlite import ir
-    from numba.core import cgutils, types
-    from numba.core.typing import signature
-
     int64 = ir.IntType(64)
     is_tuple = isinstance(index_type, types.BaseTuple)
     entry_types = _entries(index_type, is_tuple)
@@ -195,15 +193,12 @@ def lower_index(context, builder, plan, index_type, index, shape, strides, check
             step = sl.step if slice_type.has_step else ir.Constant(int64, 1)
             with cgutils.if_unlikely(builder, cgutils.is_scalar_zero(builder, step)):
                 raise_in_place(context, builder, ValueError, "slice step cannot be zero")
-            sig = signature(
-                types.UniTuple(types.int64, 2), *(types.int64,) * 4, types.boolean, types.boolean
-            )
             yes = ir.Constant(ir.IntType(1), 1)
             # numba gives a missing start/stop a value that clamps to the same bound
             start, length = cgutils.unpack_tuple(
                 builder,
                 context.compile_internal(
-                    builder, _slice_axis_function(), sig,
+                    builder, _kernels.slice_axis.py_func, _SLICE_AXIS_SIGNATURE,
                     (extent, sl.start, sl.stop, step, yes, yes),
                 ),
                 2,
