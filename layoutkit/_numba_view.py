@@ -368,19 +368,30 @@ def view_record(view):
     whether its buffer was closed is checked at every call.
     """
     record = getattr(view, "_numba_record", None)
-    if record is None:
-        layout = view.layout
-        flags = 0
-        if not view.is_device_accessible or _is_host_accessible(view):
-            flags |= _HOST_ACCESSIBLE
-        shape = layout.shape
-        packer = _PACKERS.get(len(shape))
-        if packer is None:
-            packer = _PACKERS[len(shape)] = struct.Struct(f"={_HEADER + 2 * len(shape)}q")
-        packed = packer.pack(
+    if record is not None:
+        return record
+    layout = view.layout
+    shape = layout.shape
+    ndim = len(shape)
+    flags = 0
+    if not view.is_device_accessible or _is_host_accessible(view):
+        flags |= _HOST_ACCESSIBLE
+    packer = _PACKERS.get(ndim)
+    if packer is None:
+        packer = _PACKERS[ndim] = struct.Struct(f"={_HEADER + 2 * ndim}q")
+    # the view type, looked up as view_numba_type does (inlined: this runs for every new view)
+    dtype = view.dtype
+    readonly = bool(view.readonly)
+    key = (dtype, ndim, layout.is_contiguous_c, layout.is_contiguous_f, readonly, False, False)
+    numba_type = _VIEW_TYPES.get(key)
+    if numba_type is None:
+        numba_type = view_numba_type(view)
+    record = view._numba_record = (
+        numba_type,
+        packer.pack(
             flags, view.ptr, layout.slice_offset, buffer_limit(view), *shape, *layout.strides
-        )
-        record = view._numba_record = (view_numba_type(view), packed)
+        ),
+    )
     return record
 
 

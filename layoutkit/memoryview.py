@@ -891,8 +891,10 @@ class StridedMemoryView:
 
 def _numba_view_record(view):
     """Make the record compiled code keeps on a view (numba is imported only here)."""
+    global _numba_view_record
     from ._numba_view import view_record
 
+    _numba_view_record = view_record  # later calls skip the import statement
     return view_record(view)
 
 
