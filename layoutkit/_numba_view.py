@@ -401,7 +401,14 @@ _PACKERS = {}  # ndim -> struct.Struct of a record's int64 values
 def _refuse_view(view):
     """Raise the error that keeps ``view`` out of @njit code (unbox's slow path)."""
     check_view_accessible(view, "view argument", on_device=False)
-    raise TypeError(f"view argument: {type(view).__name__} object has a malformed record")
+    _malformed_record(view)
+
+
+def _malformed_record(view):
+    raise TypeError(
+        f"view argument: the _numba_record of this {type(view).__name__} object was not made "
+        "by layoutkit"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -489,11 +496,17 @@ def _unbox_view(typ, obj, c):
     with builder.if_then(builder.not_(failed(c)), likely=True):
         packed = c.pyapi.tuple_getitem(builder.load(record), 1)  # borrowed
         with builder.if_then(cgutils.is_not_null(builder, packed), likely=True):
-            raw = c.pyapi.bytes_as_string(packed)
-            with builder.if_then(cgutils.is_not_null(builder, raw), likely=True):
-                words = builder.bitcast(raw, int64.as_pointer())
-                for position, slot in enumerate(values):
-                    builder.store(builder.load(builder.gep(words, [int64(position)])), slot)
+            size_type = ir.FunctionType(c.pyapi.py_ssize_t, [c.pyapi.pyobj])
+            size = builder.call(c.pyapi._get_function(size_type, name="PyBytes_Size"), [packed])
+            right = builder.icmp_signed("==", size, size.type(8 * count))
+            with builder.if_else(right, likely=True) as (good, bad):
+                with good:
+                    words = builder.bitcast(c.pyapi.bytes_as_string(packed), int64.as_pointer())
+                    for position, slot in enumerate(values):
+                        builder.store(builder.load(builder.gep(words, [int64(position)])), slot)
+                with bad:  # not a record this unboxer made (a hostile or stale attribute)
+                    c.pyapi.err_clear()
+                    call_python(c, objects, _malformed_record, [view])
     values = [builder.load(slot) for slot in values]
     # the buffer is checked at every call: it may have been closed since the record was made
     with builder.if_then(builder.not_(failed(c)), likely=True):

@@ -698,3 +698,14 @@ def test_calls_and_returned_views_leak_no_reference():
         env=dict(os.environ, NUMBA_NRT_STATS="1"),
     )  # fmt: skip
     assert result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_a_tampered_record_is_refused_not_read():
+    view = host_view(np.arange(4.0))
+    describe(view)
+    view._numba_record = (view._numba_record[0], b"\0" * 8)  # too short for a 1-d view
+    with pytest.raises(TypeError, match="_numba_record of this StridedMemoryView object was not"):
+        describe(view)
+    view._numba_record = (view._numba_record[0], "not bytes")
+    with pytest.raises(TypeError, match="was not made by layoutkit"):
+        describe(view)
