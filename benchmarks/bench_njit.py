@@ -148,18 +148,38 @@ def _permute(layout, n):
 
 @njit(cache=True)
 def _slice(layout, n):
+    # starts and steps read from an array, so that the loop cannot be folded to a formula
     acc = 0
     for i in range(n):
-        acc += layout[i % 2 :, ::-1].slice_offset
+        start = _STARTS[i & 1023]
+        sliced = layout[start:, :: _STEPS[i & 1023]]
+        acc += sliced.slice_offset + sliced.shape[0] + sliced.strides[1]
     return acc
+
+
+_STARTS = np.random.default_rng(1).integers(-6, 6, 1024)
+_STEPS = np.random.default_rng(2).choice(np.array([-2, -1, 1, 3]), 1024)
 
 
 @njit(cache=True)
 def _reshape(layout, n):
     acc = 0
     for i in range(n):
-        rows = 15 if i & 1 else 5
-        acc += layout.reshaped((rows, 60 // rows)).strides[0]
+        rows = _ROWS[i & 1023]
+        reshaped = layout.reshaped((rows, -1))
+        acc += reshaped.strides[0] + reshaped.shape[1]
+    return acc
+
+
+_ROWS = np.random.default_rng(3).choice(np.array([1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60]), 1024)
+
+
+@njit(cache=True)
+def _reshape_strided(layout, n):
+    acc = 0
+    for i in range(n):
+        reshaped = layout.reshaped((5 if _ROWS[i & 1023] & 1 else 15, -1))
+        acc += reshaped.strides[0] + reshaped.shape[1]
     return acc
 
 
@@ -184,7 +204,7 @@ def _offset_of(layout, n):
 def _view_slice(view, n):
     acc = 0.0
     for i in range(n):
-        acc += view[i % 2 :, ::-1][0, 0, 0]
+        acc += view[_STARTS[i & 1023] % 5 :, :: _STEPS[i & 1023]][0, 0, 0]
     return acc
 
 
@@ -203,11 +223,12 @@ def print_op_table():
     n = 1_000_000
     for name, function, argument in (
         ("layout.permuted", _permute, layout),
-        ("layout[i:, ::-1]", _slice, layout),
-        ("layout.reshaped (15,4)/(5,12)", _reshape, layout),
+        ("layout[start:, ::step] (random start, step)", _slice, layout),
+        ("layout.reshaped((rows, -1)) (random rows)", _reshape, layout),
+        ("reshaped, not contiguous (the general kernel)", _reshape_strided, layout[:, :, ::2]),
         ("permuted + is_contiguous_any + is_unique", _contiguity, layout),
         ("layout.offset_of (3-d index)", _offset_of, layout),
-        ("view[i:, ::-1][0, 0, 0]", _view_slice, view),
+        ("view[start:, ::step][0, 0, 0]", _view_slice, view),
         ("view.permuted(...)[0, 1, 1]", _view_permute, view),
     ):
         function(argument, 10)
