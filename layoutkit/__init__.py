@@ -8,6 +8,7 @@ import importlib
 
 __all__ = [
     "AxisError",
+    "BoundsCheckedView",
     "Buffer",
     "CUDAError",
     "Device",
@@ -29,6 +30,7 @@ __version__ = "0.1.0"
 # public name -> module that defines it (imported on first attribute access)
 _LAZY = {
     "AxisError": "layoutkit._errors",
+    "BoundsCheckedView": "layoutkit._numba_view",
     "CUDAError": "layoutkit._errors",
     "NoDriverError": "layoutkit._errors",
     "StridedLayout": "layoutkit.layout",

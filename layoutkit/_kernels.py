@@ -30,7 +30,22 @@ ITEMSIZE_LIMIT = 2**31  # itemsizes are below this (a C int, as in the reference
 OK = 0
 OVERFLOW_VOLUME = 1
 OVERFLOW_OFFSET = 2
+OVERFLOW_BYTES = 3
 INCOMPATIBLE = 4
+
+# bits of the ``flags`` word computed by analyze()
+FLAG_C = 1
+FLAG_F = 2
+FLAG_ANY = 4
+FLAG_UNIQUE = 8
+
+# layout of the ``info`` buffer filled by analyze()
+INFO_VOLUME = 0
+INFO_MIN = 1
+INFO_MAX = 2
+INFO_FLAGS = 3
+INFO_MASK = 4
+INFO_ORDER = 5  # stride order occupies info[5:5+n]
 
 
 @njit(cache=True)
@@ -69,16 +84,18 @@ def volume_of(shape, n):
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, forceinline=True)
 def _precedes(lay, n, a, b):
-    """Whether axis ``a`` comes before axis ``b`` in stride order (slowest first)."""
+    """Whether axis ``a`` comes before axis ``b`` in stride order (slowest first).
+
+    Larger ``abs(stride)`` first, then larger extent, then lower axis index; written
+    without branches (it runs n**2 times in the unsorted flag tests below).
+    """
     sa = abs(lay[n + a])
     sb = abs(lay[n + b])
-    if sa != sb:
-        return sa > sb
-    if lay[a] != lay[b]:
-        return lay[a] > lay[b]
-    return a < b
+    ea = lay[a]
+    eb = lay[b]
+    return (sa > sb) | ((sa == sb) & ((ea > eb) | ((ea == eb) & (a < b))))
 
 
 @njit(cache=True)
@@ -202,6 +219,139 @@ def is_unique_nested(lay, n, order, base):
         else:
             reach = INT64_MAX
     return True
+
+
+@njit(cache=True, forceinline=True)
+def is_contiguous_unsorted(lay, n):
+    """``is_contiguous_along`` over the stride order, without computing the order.
+
+    Each axis of extent above 1 must have as stride the product of the extents of the
+    axes after it in stride order. n**2 branch-free comparisons: for compiled code with
+    a few dimensions, where it straight-lines; the same answer as sorting first.
+    """
+    ok = True
+    for a in range(n):
+        expected = 1
+        for b in range(n):
+            faster = (b != a) & (lay[b] != 1) & _precedes(lay, n, a, b)
+            expected *= lay[b] if faster else 1
+        ok &= (lay[a] == 1) | (lay[n + a] == expected)
+    return ok
+
+
+@njit(cache=True, forceinline=True)
+def is_unique_unsorted(lay, n):
+    """``is_unique_nested`` over the stride order, without computing the order.
+
+    Each axis of extent above 1 must step over everything the axes after it in stride
+    order reach (see ``is_contiguous_unsorted`` for when to use it).
+    """
+    ok = True
+    for a in range(n):
+        reach = 0
+        for b in range(n):
+            faster = (b != a) & (lay[b] != 1) & _precedes(lay, n, a, b)
+            step = abs(lay[n + b])
+            # saturate beyond int64, as is_unique_nested does: no int64 stride steps over it
+            if not faster:
+                span = 0
+            elif mul_fits(step, lay[b] - 1):
+                span = step * (lay[b] - 1)
+            else:
+                span = INT64_MAX
+            reach = reach + span if add_fits(reach, span) else INT64_MAX
+        ok &= (lay[a] == 1) | (abs(lay[n + a]) > reach)
+    return ok
+
+
+@njit(cache=True)
+def analyze(lay, n, itemsize, offset, info):
+    """Fill ``info`` with every derived property and check that all numbers fit in int64.
+
+    ``info`` receives volume, min offset, max offset, flags, merge mask and the stride
+    order (see the ``INFO_*`` constants). Returns a status code: ``OVERFLOW_VOLUME``,
+    ``OVERFLOW_OFFSET`` (element offsets) or ``OVERFLOW_BYTES`` (byte strides or byte
+    offsets) when a number does not fit; nothing overflows for a zero volume.
+    """
+    vol = volume_of(lay, n)
+    if vol < 0:
+        return OVERFLOW_VOLUME
+    info[INFO_VOLUME] = vol
+    stride_order(lay, n, info, INFO_ORDER)
+    if vol == 0:
+        info[INFO_MIN] = 0
+        info[INFO_MAX] = -1
+        info[INFO_FLAGS] = FLAG_C | FLAG_F | FLAG_ANY | FLAG_UNIQUE
+        info[INFO_MASK] = merge_mask(lay, n)
+        return OK
+    lo = offset
+    hi = offset
+    for i in range(n):
+        s = lay[n + i]
+        if not mul_fits(s, itemsize):
+            return OVERFLOW_BYTES
+        if not mul_fits(s, lay[i] - 1):
+            return OVERFLOW_OFFSET
+        span = s * (lay[i] - 1)
+        if span < 0:
+            if not add_fits(lo, span):
+                return OVERFLOW_OFFSET
+            lo += span
+        else:
+            if not add_fits(hi, span):
+                return OVERFLOW_OFFSET
+            hi += span
+    # the end of the last element, (hi + 1) * itemsize, is the required size in bytes
+    if not mul_fits(lo, itemsize) or not add_fits(hi, 1) or not mul_fits(hi + 1, itemsize):
+        return OVERFLOW_BYTES
+    info[INFO_MIN] = lo
+    info[INFO_MAX] = hi
+    flags = 0
+    if is_contiguous_c(lay, n):
+        flags |= FLAG_C
+    if is_contiguous_f(lay, n):
+        flags |= FLAG_F
+    if is_contiguous_along(lay, n, info, INFO_ORDER):
+        flags |= FLAG_ANY
+    if is_unique_nested(lay, n, info, INFO_ORDER):
+        flags |= FLAG_UNIQUE
+    info[INFO_FLAGS] = flags
+    info[INFO_MASK] = merge_mask(lay, n)
+    return OK
+
+
+@njit(cache=True)
+def offsets_are_distinct(lay, n, offset, volume, scratch):
+    """Exact uniqueness test by enumeration (CPU only: it sorts ``scratch`` with NumPy).
+
+    ``scratch`` is an int64 NumPy array of ``volume`` slots.
+    """
+    c_offsets(lay, n, offset, scratch)
+    scratch.sort()
+    return not (scratch[1:] == scratch[:-1]).any()
+
+
+@njit(cache=True)
+def c_offsets(lay, n, offset, out):
+    """Write the element offset of every index, in C (row-major) index order, to ``out``."""
+    vol = volume_of(lay, n)
+    for lin in range(vol):
+        rem = lin
+        cur = offset
+        for ax in range(n - 1, -1, -1):
+            e = lay[ax]
+            cur += (rem % e) * lay[n + ax]
+            rem //= e
+        out[lin] = cur
+
+
+@njit(cache=True)
+def offset_of(lay, n, offset, index):
+    """Element offset of the multi-index ``index[0:n]``."""
+    off = offset
+    for i in range(n):
+        off += index[i] * lay[n + i]
+    return off
 
 
 @njit(cache=True)

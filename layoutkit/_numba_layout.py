@@ -1,40 +1,49 @@
 """``StridedLayout`` inside compiled code: a Numba type, its data model and its methods.
 
-Importing this module registers, for both ``@njit`` and ``@cuda.jit`` code (generic
-``numba.extending`` registrations serve both targets):
+Importing this module registers, for ``@njit`` and (completed when ``layoutkit.cuda`` is
+imported) ``@cuda.jit`` code:
 
 * ``StridedLayoutType(ndim)``: the type of a layout with ``ndim`` dimensions, a struct of
   ``shape`` and ``strides`` (int64 tuples), ``itemsize`` and ``slice_offset``;
-* unboxing of Python ``StridedLayout`` arguments and boxing of returned layouts;
-* the properties, and every transform whose number of dimensions is known when the
-  code is compiled: ``permuted``, ``reshaped``, ``broadcast_to``, ``unsqueezed``,
-  ``repacked`` (``keep_dim=True``), ``to_dense``, ``sliced`` and ``layout[...]``
-  (ints, slices, ``None``, ``...``), plus ``max_compatible_itemsize``,
-  ``required_size_in_bytes``, ``flattened_axis_mask`` and ``offset_of(index)``.
-  ``squeezed`` and ``flattened`` give a number of dimensions that depends on run-time
-  values, so compiled code cannot type their result; calling them is a typing error that
-  says so.
+* unboxing of Python ``StridedLayout`` arguments (read from the layout's slots) and boxing
+  of returned layouts (checked as every Python layout is);
+* ``StridedLayout(shape, strides, itemsize, divide_strides=False)``,
+  ``StridedLayout.dense(shape, itemsize, stride_order)``, ``StridedLayout.dense_like``,
+  ``==`` and ``!=``;
+* the properties, and every transform whose number of dimensions is known when the code
+  is compiled: ``permuted``, ``reshaped``, ``broadcast_to``, ``unsqueezed``, ``repacked``
+  (``keep_dim=True``), ``to_dense``, ``sliced`` and ``layout[...]`` (ints, slices,
+  ``None``, ``...``), plus ``max_compatible_itemsize``, ``required_size_in_bytes``,
+  ``flattened_axis_mask`` and ``offset_of(index)``. ``squeezed`` and ``flattened`` give a
+  number of dimensions that depends on run-time values, so compiled code cannot type their
+  result; calling them is a typing error that says so.
 
-Differences from the Python class, all on the compiled side: transforms and properties
-work on values (a layout is a small struct, copied, no Python objects) and raise
-``ValueError`` with fixed messages (inside ``@cuda.jit`` kernels exceptions are only
-reported with ``debug=True``); ``is_unique`` is the conservative test (it never says
-True for a layout with repeated offsets, but may say False for some interleaved unique
-layouts that the Python class settles exactly by enumeration).
+Arguments are checked as the Python class checks them, with the same exception classes
+(``AxisError`` for an axis or index out of range, ``ValueError``, ``OverflowError``) and
+fixed messages; a wrong number of entries in a tuple argument is a typing error. Every
+method that can raise is inlined into the calling function, so that a ``@cuda.jit``
+kernel compiled with ``debug=True`` reports the exception (kernels compiled without it
+stop the thread instead). Layouts made in compiled code are canonical as Python ones are
+(a zero-volume layout has zero strides and offset). ``is_unique`` is the conservative
+test: it never says True for a layout with repeated offsets, but may say False for some
+interleaved unique layouts that the Python class settles exactly by enumeration.
 
 Scratch space lives on the stack (an intrinsic that ``alloca``s a fixed number of int64
 slots), so nothing allocates and the same code compiles for CUDA.
 """
 
 import operator
+from functools import cache
 
-from numba import types
-from numba.core import cgutils
+from llvmlite import ir
+from numba.core import cgutils, types
 from numba.core.errors import TypingError
+from numba.core.typing.templates import Signature, infer_global
 from numba.extending import (
     NativeValue,
     box,
     intrinsic,
+    lower_builtin,
     make_attribute_wrapper,
     models,
     overload,
@@ -42,13 +51,28 @@ from numba.extending import (
     overload_method,
     register_jitable,
     register_model,
+    type_callable,
     unbox,
 )
 
 from . import _kernels as K
+from . import _numba_checks as S
+from ._errors import AxisError
+from ._numba_boxing import Objects, call_python, failed, getattr_fast, read_int64s
+from ._numba_checks import (
+    checked_index,
+    inline_classmethod,
+    inline_method,
+    raise_status,
+    status_raiser,
+)
+from ._numba_index import lower_index, plan_for_type
 from .layout import StridedLayout
 
 __all__ = ["StridedLayoutType", "layout_type", "make_layout"]
+
+MAX_NDIM = 64
+_ITEMSIZE_LIMIT = 2**31
 
 
 class StridedLayoutType(types.Type):
@@ -94,71 +118,136 @@ for _field in ("shape", "strides", "itemsize", "slice_offset"):
     make_attribute_wrapper(StridedLayoutType, _field, _field)
 
 
+def _is_int_tuple(typ, length=None):
+    return (
+        isinstance(typ, types.BaseTuple)
+        and (length is None or len(typ) == length)
+        and all(isinstance(t, types.Integer) for t in typ)
+    )
+
+
 # ------------------------------------------------------------------ boxing
+def _not_a_layout(obj):
+    """Raise for an object typed as a layout whose slots are not a layout's (unbox)."""
+    raise TypeError(
+        f"{type(obj).__name__} object passed as a StridedLayout has malformed shape or strides"
+    )
+
+
 @unbox(StridedLayoutType)
 def _unbox_layout(typ, obj, c):
+    # the four slots the layout class keeps for compiled code (see layoutkit.layout)
+    n = typ.ndim
+    objects = Objects(c)
+
+    def bad_argument():
+        c.pyapi.decref(call_python(c, objects, _not_a_layout, [obj]))
+
+    shape = read_int64s(c, getattr_fast(c, objects, obj, "_shape"), n, bad_argument)
+    strides = read_int64s(c, getattr_fast(c, objects, obj, "_strides"), n, bad_argument)
+    scalars = []
+    for name in ("_itemsize", "_offset"):
+        value = cgutils.alloca_once_value(c.builder, ir.Constant(ir.IntType(64), 0))
+        item = getattr_fast(c, objects, obj, name)
+        with c.builder.if_then(cgutils.is_not_null(c.builder, item), likely=True):
+            c.builder.store(c.pyapi.long_as_longlong(item), value)
+        scalars.append(c.builder.load(value))
     layout = cgutils.create_struct_proxy(typ)(c.context, c.builder)
-    failed = cgutils.alloca_once_value(c.builder, cgutils.false_bit)
-    for attr, field, fetype in (
-        ("_shape", "shape", _int_tuple(typ.ndim)),
-        ("_strides", "strides", _int_tuple(typ.ndim)),
-        ("_itemsize", "itemsize", types.int64),
-        ("_offset", "slice_offset", types.int64),
-    ):
-        value_obj = c.pyapi.object_getattr_string(obj, attr)
-        native = c.unbox(fetype, value_obj)
-        c.pyapi.decref(value_obj)
-        setattr(layout, field, native.value)
-        with c.builder.if_then(native.is_error, likely=False):
-            c.builder.store(cgutils.true_bit, failed)
-    return NativeValue(layout._getvalue(), is_error=c.builder.load(failed))
+    layout.shape = c.context.make_tuple(c.builder, _int_tuple(n), shape)
+    layout.strides = c.context.make_tuple(c.builder, _int_tuple(n), strides)
+    layout.itemsize, layout.slice_offset = scalars
+    is_error = failed(c)
+    objects.release()
+    return NativeValue(layout._getvalue(), is_error=is_error)
+
+
+def _from_compiled(shape, strides, itemsize, slice_offset):
+    """A Python layout from values returned by compiled code (checked for overflow)."""
+    return StridedLayout._numba_box(shape, strides, itemsize, slice_offset)
 
 
 @box(StridedLayoutType)
 def _box_layout(typ, val, c):
     layout = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val)
-    shape = c.box(_int_tuple(typ.ndim), layout.shape)
-    strides = c.box(_int_tuple(typ.ndim), layout.strides)
-    itemsize = c.box(types.int64, layout.itemsize)
-    offset = c.box(types.int64, layout.slice_offset)
-    rebuild = c.pyapi.unserialize(c.pyapi.serialize_object(_from_compiled))
-    result = c.pyapi.call_function_objargs(rebuild, (shape, strides, itemsize, offset))
-    for obj in (shape, strides, itemsize, offset, rebuild):
-        c.pyapi.decref(obj)
-    return result
-
-
-def _from_compiled(shape, strides, itemsize, slice_offset):
-    """A Python layout from values returned by compiled code (checked for overflow)."""
-    return StridedLayout._checked(
-        shape, strides, itemsize, slice_offset, "layout returned from compiled code"
-    )
+    objects = Objects(c)
+    args = [
+        objects.keep(c.box(_int_tuple(typ.ndim), layout.shape)),
+        objects.keep(c.box(_int_tuple(typ.ndim), layout.strides)),
+        objects.keep(c.box(types.int64, layout.itemsize)),
+        objects.keep(c.box(types.int64, layout.slice_offset)),
+    ]
+    result = cgutils.alloca_once_value(c.builder, c.pyapi.get_null_object())
+    with c.builder.if_then(c.builder.not_(failed(c)), likely=True):
+        callee = c.pyapi.unserialize(c.pyapi.serialize_object(_from_compiled))
+        c.builder.store(c.pyapi.call_function_objargs(callee, args), result)
+        c.pyapi.decref(callee)
+    objects.release()
+    return c.builder.load(result)
 
 
 # ------------------------------------------------------------------ intrinsics
 @intrinsic
 def make_layout(typingctx, shape, strides, itemsize, slice_offset):
-    """Build a layout value from int64 tuples ``shape``, ``strides`` and two ints."""
-    if not all(
-        isinstance(t, types.UniTuple) or (isinstance(t, types.Tuple) and len(t) == 0)
-        for t in (shape, strides)
-    ):
+    """A layout value from int tuples ``shape``, ``strides`` and two ints (not checked).
+
+    A zero-volume result gets zero strides and offset, as every Python layout does.
+    """
+    if not (_is_int_tuple(shape) and _is_int_tuple(strides, len(shape))):
         return None
     n = len(shape)
-    if len(strides) != n:
-        return None
     sig = layout_type(n)(shape, strides, itemsize, slice_offset)
 
     def codegen(context, builder, sig, args):
-        layout = cgutils.create_struct_proxy(sig.return_type)(context, builder)
-        target = _int_tuple(n)
-        layout.shape = context.cast(builder, args[0], sig.args[0], target)
-        layout.strides = context.cast(builder, args[1], sig.args[1], target)
-        layout.itemsize = context.cast(builder, args[2], sig.args[2], types.int64)
-        layout.slice_offset = context.cast(builder, args[3], sig.args[3], types.int64)
-        return layout._getvalue()
+        return _layout_value(
+            context, builder, sig.return_type,
+            _int64_values(context, builder, args[0], sig.args[0]),
+            _int64_values(context, builder, args[1], sig.args[1]),
+            context.cast(builder, args[2], sig.args[2], types.int64),
+            context.cast(builder, args[3], sig.args[3], types.int64),
+        )  # fmt: skip
 
     return sig, codegen
+
+
+def _layout_value(context, builder, typ, shape, strides, itemsize, offset):
+    """A canonical layout struct (zero strides and offset if empty) from int64 values."""
+    zero = ir.Constant(ir.IntType(64), 0)
+    empty = cgutils.false_bit
+    for extent in shape:
+        empty = builder.or_(empty, builder.icmp_signed("==", extent, zero))
+    layout = cgutils.create_struct_proxy(typ)(context, builder)
+    layout.shape = context.make_tuple(builder, _int_tuple(typ.ndim), shape)
+    layout.strides = context.make_tuple(
+        builder, _int_tuple(typ.ndim), [builder.select(empty, zero, s) for s in strides]
+    )
+    layout.itemsize = itemsize
+    layout.slice_offset = builder.select(empty, zero, offset)
+    return layout._getvalue()
+
+
+def _int64_values(context, builder, value, typ):
+    """The entries of an integer tuple (or one integer) as a list of int64 LLVM values."""
+    if not isinstance(typ, types.BaseTuple):
+        return [context.cast(builder, value, typ, types.int64)]
+    items = cgutils.unpack_tuple(builder, value, len(typ))
+    return [context.cast(builder, v, t, types.int64) for v, t in zip(items, typ, strict=True)]
+
+
+@intrinsic
+def _int64_tuple(typingctx, values):
+    """An integer tuple of any entry types, or one integer, as a ``UniTuple(int64)``."""
+    if isinstance(values, types.Integer):
+        n = 1
+    elif _is_int_tuple(values):
+        n = len(values)
+    else:
+        return None
+
+    def codegen(context, builder, sig, args):
+        items = _int64_values(context, builder, args[0], sig.args[0])
+        return context.make_tuple(builder, sig.return_type, items)
+
+    return _int_tuple(n)(values), codegen
 
 
 @intrinsic
@@ -213,6 +302,304 @@ def _pack(layout, lay):
     for i in range(n):
         lay[i] = layout.shape[i]
         lay[n + i] = layout.strides[i]
+
+
+# ------------------------------------------------------------------ checks
+# Each returns a status code of layoutkit._numba_checks (0: fine) and never raises; the
+# methods raise through an intrinsic made by status_raiser, in the calling function.
+
+
+@register_jitable
+def _analysis_status(lay, n, itemsize, offset, info):
+    """Whether a layout's numbers fit in int64 (the Python class's check when it is made)."""
+    status = K.analyze(lay, n, itemsize, offset, info)
+    if status == K.OVERFLOW_VOLUME:
+        return S.VOLUME_OVERFLOW
+    if status == K.OVERFLOW_OFFSET:
+        return S.OFFSET_OVERFLOW
+    if status == K.OVERFLOW_BYTES:
+        return S.BYTES_OVERFLOW
+    return S.OK
+
+
+@register_jitable
+def _itemsize_status(itemsize):
+    if itemsize <= 0:
+        return S.ITEMSIZE_NOT_POSITIVE
+    if itemsize >= _ITEMSIZE_LIMIT:
+        return S.ITEMSIZE_TOO_LARGE
+    return S.OK
+
+
+@register_jitable
+def _extents_into(shape, lay):
+    """Copy the extents of int64 tuple ``shape`` to ``lay``; NEGATIVE_EXTENT if one is < 0."""
+    for i in range(len(shape)):
+        if shape[i] < 0:
+            return S.NEGATIVE_EXTENT
+        lay[i] = shape[i]
+    return S.OK
+
+
+@register_jitable(forceinline=True)
+def _permutation_into(order, n, out):
+    """Write the axes of int64 tuple ``order``, normalised, to ``out``.
+
+    As the Python class: an axis out of range anywhere is reported before a repeat.
+    Branch-free (the axes' bits must cover ``0..n-1`` exactly), as it runs inlined.
+    """
+    in_range = True
+    seen = 0
+    for i in range(n):
+        a = order[i]
+        in_range &= (a >= -n) & (a < n)
+        a = (a + n if a < 0 else a) & 63  # in 0..63 even when out of range
+        seen |= 1 << a
+        out[i] = a
+    if not in_range:
+        return S.AXIS_OUT_OF_RANGE
+    if seen != _ALL_AXES[n]:
+        return S.REPEATED_AXIS
+    return S.OK
+
+
+_ALL_AXES = tuple((1 << n) - 1 if n < 64 else -1 for n in range(MAX_NDIM + 1))
+
+
+@register_jitable
+def _axis_status(axis, n):
+    if axis < -n or axis >= n:
+        return S.AXIS_OUT_OF_RANGE
+    return S.OK
+
+
+@register_jitable
+def _shape_into(shape, itemsize, lay):
+    """Check ``shape`` and ``itemsize`` (in the Python class's order); copy the shape to lay."""
+    status = _extents_into(shape, lay)
+    if status == S.OK:
+        status = _itemsize_status(itemsize)
+    return status
+
+
+@register_jitable
+def _dense_into(n, itemsize, lay, order, info):
+    """Dense strides in the axis order ``order`` for the shape already in ``lay``."""
+    if K.volume_of(lay, n) < 0:
+        return S.VOLUME_OVERFLOW
+    K.dense_strides(lay, n, order, lay, n)
+    return _analysis_status(lay, n, itemsize, 0, info)
+
+
+@register_jitable
+def _strided_into(shape, strides, itemsize, in_bytes, lay, info):
+    """The layout ``StridedLayout(shape, strides, itemsize, in_bytes)`` in ``lay``."""
+    n = len(shape)
+    status = _shape_into(shape, itemsize, lay)
+    if status == S.OK:
+        for i in range(n):
+            stride = strides[i]
+            if in_bytes:
+                if stride % itemsize != 0:
+                    return S.STRIDE_NOT_MULTIPLE
+                stride //= itemsize
+            lay[n + i] = stride
+        status = _analysis_status(lay, n, itemsize, 0, info)
+    return status
+
+
+@register_jitable
+def _order_c(stride_order, lay, n, order):
+    for i in range(n):
+        order[i] = i
+    return S.OK
+
+
+@register_jitable
+def _order_f(stride_order, lay, n, order):
+    for i in range(n):
+        order[i] = n - 1 - i
+    return S.OK
+
+
+@register_jitable
+def _order_k(stride_order, lay, n, order):
+    K.stride_order(lay, n, order, 0)
+    return S.OK
+
+
+@register_jitable
+def _order_given(stride_order, lay, n, order):
+    return _permutation_into(_int64_tuple(stride_order), n, order)
+
+
+def _order_filler(stride_order, n, allow_k):
+    """The function writing the axis order (slowest first) that ``stride_order`` asks for.
+
+    Each has the signature ``(stride_order, lay, n, order) -> status``; ``"K"`` reads the
+    layout's stride order from ``lay``.
+    """
+    value = _literal(stride_order)
+    letters = ("K", "C", "F") if allow_k else ("C", "F")
+    if isinstance(value, str) and value in letters:
+        return {"K": _order_k, "C": _order_c, "F": _order_f}[value]
+    if _is_int_tuple(stride_order, n):
+        return _order_given
+    raise TypingError(
+        f"stride_order in compiled code is one of the literals {', '.join(letters)} or a "
+        f"tuple of {n} axes, got {stride_order}"
+    )
+
+
+_raise_dense = status_raiser("StridedLayout.dense")
+
+
+# ------------------------------------------------------------------ construction
+infer_global(StridedLayout, types.TypeRef(StridedLayoutType))
+
+
+@type_callable(StridedLayoutType)
+def _type_constructor(context):
+    def typer(shape, strides, itemsize, divide_strides=None):
+        if not _is_int_tuple(shape):
+            raise TypingError(f"StridedLayout() needs a tuple of integer extents, got {shape}")
+        n = len(shape)
+        if n > MAX_NDIM:
+            raise TypingError(f"StridedLayout() supports at most {MAX_NDIM} dimensions, got {n}")
+        if not (isinstance(strides, types.NoneType) or _is_int_tuple(strides, n)):
+            raise TypingError(f"StridedLayout() needs None or a tuple of {n} strides, got {strides}")
+        if not isinstance(itemsize, types.Integer):
+            raise TypingError(f"StridedLayout() needs an integer itemsize, got {itemsize}")
+        args = [shape, strides, itemsize]
+        if divide_strides is not None:
+            if not isinstance(divide_strides, types.Boolean):
+                raise TypingError(f"divide_strides must be a bool, got {divide_strides}")
+            args.append(divide_strides)
+        return Signature(layout_type(n), tuple(types.unliteral(a) for a in args), None)
+
+    return typer
+
+
+@cache
+def _constructor_function(n, c_order, by_bytes):
+    """``(shape, strides, itemsize[, divide]) -> (status, layout)`` for ``StridedLayout(...)``."""
+    n2 = 2 * n
+    info_size = K.INFO_ORDER + n
+    if c_order:
+
+        def build(shape, strides, itemsize):
+            lay = _stack_int64(n2)
+            order = _stack_int64(n)
+            _order_c(None, lay, n, order)
+            status = _shape_into(_int64_tuple(shape), itemsize, lay)
+            if status == S.OK:
+                status = _dense_into(n, itemsize, lay, order, _stack_int64(info_size))
+            return status, make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
+
+    elif by_bytes:
+
+        def build(shape, strides, itemsize, divide_strides):
+            lay = _stack_int64(n2)
+            status = _strided_into(
+                _int64_tuple(shape), _int64_tuple(strides), itemsize, divide_strides, lay,
+                _stack_int64(info_size),
+            )  # fmt: skip
+            return status, make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
+
+    else:
+
+        def build(shape, strides, itemsize):
+            lay = _stack_int64(n2)
+            status = _strided_into(
+                _int64_tuple(shape), _int64_tuple(strides), itemsize, False, lay,
+                _stack_int64(info_size),
+            )  # fmt: skip
+            return status, make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
+
+    return build
+
+
+@lower_builtin(types.TypeRef(StridedLayoutType), types.VarArg(types.Any))
+def _lower_constructor(context, builder, sig, args):
+    # lowered here rather than through numba_typeref_ctor (a separate function), so that
+    # a failed check raises in the caller (see layoutkit._numba_checks)
+    typ = sig.return_type
+    build = _constructor_function(
+        typ.ndim, isinstance(sig.args[1], types.NoneType), len(sig.args) > 3
+    )
+    result_type = types.Tuple((types.int64, typ))
+    result = context.compile_internal(builder, build, result_type(*sig.args), args)
+    status, layout = cgutils.unpack_tuple(builder, result, 2)
+    raise_status(context, builder, status, "StridedLayout")
+    return layout
+
+
+def _dense(cls, shape, itemsize, stride_order="C"):
+    """``StridedLayout.dense(shape, itemsize, stride_order="C")`` in compiled code."""
+    if not _is_int_tuple(shape):
+        raise TypingError(f"StridedLayout.dense() needs a tuple of integer extents, got {shape}")
+    n = len(shape)
+    if n > MAX_NDIM:
+        raise TypingError(f"StridedLayout.dense() supports at most {MAX_NDIM} dimensions")
+    fill_order = _order_filler(stride_order, n, allow_k=False)
+    n2 = 2 * n
+    info_size = K.INFO_ORDER + n
+
+    def impl(cls, shape, itemsize, stride_order="C"):
+        lay = _stack_int64(n2)
+        order = _stack_int64(n)
+        status = _shape_into(_int64_tuple(shape), itemsize, lay)
+        if status == S.OK:
+            status = fill_order(stride_order, lay, n, order)
+        if status == S.OK:
+            status = _dense_into(n, itemsize, lay, order, _stack_int64(info_size))
+        _raise_dense(status)
+        return make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
+
+    return impl
+
+
+def _dense_like(cls, other, stride_order="K"):
+    """``StridedLayout.dense_like(other, stride_order="K")`` in compiled code."""
+    if not isinstance(other, StridedLayoutType):
+        raise TypingError(f"StridedLayout.dense_like() needs a layout, got {other}")
+    return lambda cls, other, stride_order="K": other.to_dense(stride_order)
+
+
+inline_classmethod(StridedLayoutType, "dense")(_dense)
+inline_classmethod(StridedLayoutType, "dense_like")(_dense_like)
+
+
+# ------------------------------------------------------------------ equality
+@overload(operator.eq)
+def _eq(a, b):
+    if not (isinstance(a, StridedLayoutType) and isinstance(b, StridedLayoutType)):
+        return None
+    if a.ndim != b.ndim:
+        return lambda a, b: False
+    n = a.ndim
+
+    def impl(a, b):
+        # as the Python class: equal when every index maps to the same offset, so the
+        # strides of extent-1 axes do not count
+        if a.itemsize != b.itemsize or a.slice_offset != b.slice_offset:
+            return False
+        for i in range(n):
+            if a.shape[i] != b.shape[i]:
+                return False
+        for i in range(n):  # noqa: SIM110 - no generator expressions in compiled code
+            if a.shape[i] != 1 and a.strides[i] != b.strides[i]:
+                return False
+        return True
+
+    return impl
+
+
+@overload(operator.ne)
+def _ne(a, b):
+    if isinstance(a, StridedLayoutType) and isinstance(b, StridedLayoutType):
+        return lambda a, b: not a == b  # noqa: SIM201 - a != b would call this overload
+    return None
 
 
 # ------------------------------------------------------------------ properties
@@ -295,7 +682,7 @@ def _flag_property(kernel_name):
             _pack(layout, lay)
             for i in range(n):
                 if layout.shape[i] == 0:
-                    return True
+                    return True  # a layout with no elements is contiguous and unique
             return kernel(lay, n)
 
         return impl
@@ -303,23 +690,32 @@ def _flag_property(kernel_name):
     return typer
 
 
-overload_attribute(StridedLayoutType, "is_contiguous_c")(_flag_property("is_contiguous_c"))
-overload_attribute(StridedLayoutType, "is_contiguous_f")(_flag_property("is_contiguous_f"))
+overload_attribute(StridedLayoutType, "is_contiguous_c", jit_options={"forceinline": True})(
+    _flag_property("is_contiguous_c")
+)
+overload_attribute(StridedLayoutType, "is_contiguous_f", jit_options={"forceinline": True})(
+    _flag_property("is_contiguous_f")
+)
 
 
-def _ordered_flag_property(kernel_name):
+def _ordered_flag_property(kernel_name, unsorted_kernel_name):
+    """A flag computed over the stride order: for a few dimensions without sorting."""
+
     def typer(layout):
         n = layout.ndim
         n2 = 2 * n
         kernel = getattr(K, kernel_name)
+        unsorted = getattr(K, unsorted_kernel_name)
 
         def impl(layout):
             lay = _stack_int64(n2)
-            order = _stack_int64(n)
             _pack(layout, lay)
             for i in range(n):
                 if layout.shape[i] == 0:
                     return True
+            if n <= _UNSORTED_NDIM:
+                return unsorted(lay, n)
+            order = _stack_int64(n)
             K.stride_order(lay, n, order, 0)
             return kernel(lay, n, order, 0)
 
@@ -328,10 +724,14 @@ def _ordered_flag_property(kernel_name):
     return typer
 
 
-overload_attribute(StridedLayoutType, "is_contiguous_any")(
-    _ordered_flag_property("is_contiguous_along")
+_UNSORTED_NDIM = 8  # up to this many dimensions, n**2 straight-line tests beat a sort
+_INLINED = {"forceinline": True}
+overload_attribute(StridedLayoutType, "is_contiguous_any", jit_options=_INLINED)(
+    _ordered_flag_property("is_contiguous_along", "is_contiguous_unsorted")
 )
-overload_attribute(StridedLayoutType, "is_unique")(_ordered_flag_property("is_unique_nested"))
+overload_attribute(StridedLayoutType, "is_unique", jit_options=_INLINED)(
+    _ordered_flag_property("is_unique_nested", "is_unique_unsorted")
+)
 
 
 @overload_attribute(StridedLayoutType, "is_dense")
@@ -376,54 +776,81 @@ def _as_uint64(typingctx, value):
     return types.uint64(types.int64), codegen
 
 
-@overload_method(StridedLayoutType, "required_size_in_bytes")
+_raise_required_size = status_raiser("required_size_in_bytes")
+
+
+@inline_method(StridedLayoutType, "required_size_in_bytes")
 def _required_size_in_bytes(layout):
     def impl(layout):
         lo, hi = layout.offset_bounds
-        if lo < 0:
-            raise ValueError("layout reaches before its start: required size is ambiguous")
+        _raise_required_size(S.REACHES_BEFORE_START if lo < 0 else S.OK)
         return (hi + 1) * layout.itemsize
 
     return impl
 
 
-@overload_method(StridedLayoutType, "offset_of")
+@inline_method(StridedLayoutType, "offset_of")
 def _offset_of(layout, index):
     n = layout.ndim
-    if not isinstance(index, (types.UniTuple, types.Tuple)) or len(index) != n:
+    if not _is_int_tuple(index, n):
         raise TypingError(f"offset_of needs a tuple of {n} integers, got {index}")
+    return lambda layout, index: _checked_offset(layout, index)
 
-    def impl(layout, index):
-        off = layout.slice_offset
-        for i in range(n):
-            off += index[i] * layout.strides[i]
-        return off
 
-    return impl
+@intrinsic
+def _checked_offset(typingctx, layout, index):
+    """Offset of ``index`` (negative entries count from the end; AxisError if out of range)."""
+
+    def codegen(context, builder, sig, args):
+        typ, index_type = sig.args
+        struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
+        shape = cgutils.unpack_tuple(builder, struct.shape, typ.ndim)
+        strides = cgutils.unpack_tuple(builder, struct.strides, typ.ndim)
+        entries = cgutils.unpack_tuple(builder, args[1], typ.ndim)
+        offset = struct.slice_offset
+        for axis, (value, value_type) in enumerate(zip(entries, index_type, strict=True)):
+            value = checked_index(
+                context, builder, value, value_type, shape[axis], True, AxisError,
+                f"offset_of: index out of bounds on axis {axis}",
+            )  # fmt: skip
+            offset = builder.add(offset, builder.mul(value, strides[axis]))
+        return offset
+
+    return types.int64(layout, index), codegen
 
 
 # ------------------------------------------------------------------ transforms
-@overload_method(StridedLayoutType, "permuted")
+# Each method is a small wrapper inlined into the caller: the arithmetic (a function that
+# returns a status) runs as a call, the raise in place (see layoutkit._numba_checks).
+
+
+@register_jitable(forceinline=True)
+def _permute_into(layout, axis_order, lay, order, out):
+    n = len(layout.shape)
+    status = _permutation_into(axis_order, n, order)
+    if status == S.OK:
+        _pack(layout, lay)
+        for i in range(n):  # a gather from the stack, not a switch over tuple entries
+            out[i] = lay[order[i]]
+            out[n + i] = lay[n + order[i]]
+    return status
+
+
+_raise_permuted = status_raiser("permuted")
+
+
+@inline_method(StridedLayoutType, "permuted")
 def _permuted(layout, axis_order):
     n = layout.ndim
     n2 = 2 * n
-    if not isinstance(axis_order, (types.UniTuple, types.Tuple)) or len(axis_order) != n:
+    if not _is_int_tuple(axis_order, n):
         raise TypingError(f"permuted needs a tuple of {n} axes, got {axis_order}")
 
     def impl(layout, axis_order):
         out = _stack_int64(n2)
-        seen = 0
-        for i in range(n):
-            a = axis_order[i]
-            if a < -n or a >= n:
-                raise ValueError("permuted: axis out of range")
-            if a < 0:
-                a += n
-            if (seen >> a) & 1:
-                raise ValueError("permuted: repeated axis")
-            seen |= 1 << a
-            out[i] = layout.shape[a]
-            out[n + i] = layout.strides[a]
+        _raise_permuted(
+            _permute_into(layout, _int64_tuple(axis_order), _stack_int64(n2), _stack_int64(n), out)
+        )
         return make_layout(
             _tuple_from(out, 0, n), _tuple_from(out, n, n), layout.itemsize, layout.slice_offset
         )
@@ -431,132 +858,161 @@ def _permuted(layout, axis_order):
     return impl
 
 
-@overload_method(StridedLayoutType, "reshaped")
+@register_jitable
+def _reshape_into(layout, shape, lay, new_shape, out):
+    """NumPy's no-copy reshape to int64 tuple ``shape`` (one -1 allowed) into ``out``.
+
+    ``new_shape`` receives the extents, ``out[m:2m]`` the strides (zeros if empty).
+    """
+    n = len(layout.shape)
+    m = len(shape)
+    _pack(layout, lay)
+    volume = K.volume_of(lay, n)
+    unknown = -1
+    known = 1
+    for i in range(m):
+        e = shape[i]
+        new_shape[i] = e
+        if e == -1:
+            if unknown >= 0:
+                return S.TWO_UNKNOWN_EXTENTS
+            unknown = i
+        elif e < 0:
+            return S.NEGATIVE_EXTENT
+        elif K.mul_fits(known, e):
+            known *= e
+        else:
+            return S.VOLUMES_DIFFER
+    if unknown >= 0:
+        if known == 0:
+            return S.AMBIGUOUS_UNKNOWN_EXTENT
+        if volume % known != 0:
+            return S.INDIVISIBLE_VOLUME
+        new_shape[unknown] = volume // known
+    elif known != volume:
+        return S.VOLUMES_DIFFER
+    if volume == 0:
+        for i in range(m):
+            out[m + i] = 0
+        return S.OK
+    if K.reshape(lay, n, new_shape, m, out, m) != 0:
+        return S.RESHAPE_NEEDS_COPY
+    return S.OK
+
+
+@register_jitable(forceinline=True)
+def _reshape_contiguous(layout, shape, new_shape, out):
+    """The common case of ``_reshape_into``, straight-line once inlined: a C-contiguous
+    non-empty layout takes the dense C strides of any shape of its volume.
+
+    Returns ``NOT_HANDLED`` (and writes nothing meaningful) for every other case, which
+    ``_reshape_into`` then settles, errors included.
+    """
+    n = len(layout.shape)
+    m = len(shape)
+    volume = 1
+    contiguous = True
+    for k in range(n):  # from the last axis: C-contiguity, extent-1 axes skipped
+        i = n - 1 - k
+        e = layout.shape[i]
+        contiguous &= (e == 1) | (layout.strides[i] == volume)
+        volume *= e
+    # volumes below 2**31 keep every product below 2**62: no overflow to check
+    valid = contiguous & (volume > 0) & (volume < _SMALL_VOLUME)
+    known = 1
+    unknown = -1
+    for i in range(m):
+        e = shape[i]
+        unknown = i if e == -1 else unknown
+        valid &= (e == -1) | ((e > 0) & (e <= volume))
+        known = min(known * (1 if e == -1 else e), _SMALL_VOLUME)
+    for i in range(m):
+        valid &= (shape[i] != -1) | (i == unknown)
+    if unknown >= 0:
+        valid &= known > 0 and volume % known == 0
+    else:
+        valid &= known == volume
+    if not valid:
+        return _NOT_HANDLED
+    stride = 1
+    for k in range(m):
+        i = m - 1 - k
+        e = volume // known if i == unknown else shape[i]
+        new_shape[i] = e
+        out[m + i] = stride
+        stride *= e
+    return S.OK
+
+
+_NOT_HANDLED = -1
+_SMALL_VOLUME = 2**31
+_raise_reshaped = status_raiser("reshaped")
+
+
+@inline_method(StridedLayoutType, "reshaped")
 def _reshaped(layout, shape):
     n = layout.ndim
     n2 = 2 * n
-    if not isinstance(shape, (types.UniTuple, types.Tuple)):
+    if not (_is_int_tuple(shape) or isinstance(shape, types.Integer)):
         raise TypingError(f"reshaped needs a tuple of extents, got {shape}")
-    m = len(shape)
+    m = len(shape) if isinstance(shape, types.BaseTuple) else 1
+    if m > MAX_NDIM:
+        raise TypingError(f"reshaped supports at most {MAX_NDIM} dimensions, got {m}")
     mn2 = 2 * m + 2 * n
 
     def impl(layout, shape):
-        lay = _stack_int64(n2)
+        values = _int64_tuple(shape)
         new_shape = _stack_int64(m)
         out = _stack_int64(mn2)
-        _pack(layout, lay)
-        volume = K.volume_of(lay, n)
-        unknown = -1
-        known = 1
-        for i in range(m):
-            e = shape[i]
-            new_shape[i] = e
-            if e == -1:
-                if unknown >= 0:
-                    raise ValueError("reshaped: more than one -1 extent")
-                unknown = i
-            elif e < 0:
-                raise ValueError("reshaped: negative extent")
-            else:
-                known *= e
-        if unknown >= 0:
-            if known == 0 or volume % known != 0:
-                raise ValueError("reshaped: cannot infer the -1 extent")
-            new_shape[unknown] = volume // known
-        elif known != volume:
-            raise ValueError("reshaped: the volumes differ")
-        if volume == 0:
-            for i in range(m):
-                out[m + i] = 0
-            return make_layout(_tuple_from(new_shape, 0, m), _tuple_from(out, m, m),
-                               layout.itemsize, 0)
-        if K.reshape(lay, n, new_shape, m, out, m) != 0:
-            raise ValueError("reshaped: the strides are incompatible (a copy would be needed)")
+        status = _reshape_contiguous(layout, values, new_shape, out)
+        if status == _NOT_HANDLED:
+            status = _reshape_into(layout, values, _stack_int64(n2), new_shape, out)
+        _raise_reshaped(status)
         return make_layout(
             _tuple_from(new_shape, 0, m), _tuple_from(out, m, m), layout.itemsize,
             layout.slice_offset,
-        )
+        )  # fmt: skip
 
     return impl
 
 
-@overload_method(StridedLayoutType, "broadcast_to")
+@register_jitable
+def _broadcast_into(layout, shape, lay, new_shape, out, info):
+    n = len(layout.shape)
+    m = len(shape)
+    _pack(layout, lay)
+    for i in range(m):
+        if shape[i] < 0:
+            return S.NEGATIVE_EXTENT
+        new_shape[i] = shape[i]
+    if K.broadcast(lay, n, new_shape, m, out, m) != 0:
+        return S.BROADCAST_MISMATCH
+    return _analysis_status(out, m, layout.itemsize, layout.slice_offset, info)
+
+
+_raise_broadcast_to = status_raiser("broadcast_to")
+
+
+@inline_method(StridedLayoutType, "broadcast_to")
 def _broadcast_to(layout, shape):
     n = layout.ndim
     n2 = 2 * n
-    if not isinstance(shape, (types.UniTuple, types.Tuple)) or len(shape) < n:
+    if not _is_int_tuple(shape) or len(shape) < n:
         raise TypingError(f"broadcast_to needs a tuple of at least {n} extents, got {shape}")
     m = len(shape)
+    if m > MAX_NDIM:
+        raise TypingError(f"broadcast_to supports at most {MAX_NDIM} dimensions, got {m}")
     m2 = 2 * m
+    info_size = K.INFO_ORDER + m
 
     def impl(layout, shape):
-        lay = _stack_int64(n2)
-        new_shape = _stack_int64(m)
         out = _stack_int64(m2)
-        _pack(layout, lay)
-        for i in range(m):
-            if shape[i] < 0:
-                raise ValueError("broadcast_to: negative extent")
-            new_shape[i] = shape[i]
-        if K.broadcast(lay, n, new_shape, m, out, m) != 0:
-            raise ValueError("broadcast_to: extents do not match")
-        offset = layout.slice_offset
-        if K.volume_of(new_shape, m) == 0:
-            for i in range(m):
-                out[m + i] = 0
-            offset = 0
-        return make_layout(
-            _tuple_from(out, 0, m), _tuple_from(out, m, m), layout.itemsize, offset
-        )
-
-    return impl
-
-
-@overload_method(StridedLayoutType, "unsqueezed")
-def _unsqueezed(layout, axis):
-    n = layout.ndim
-    if isinstance(axis, types.Integer):
-        return _unsqueezed_impl(n, 1, lambda axis, j: axis)
-    if isinstance(axis, (types.UniTuple, types.Tuple)) and all(
-        isinstance(t, types.Integer) for t in axis.types
-    ):
-        return _unsqueezed_impl(n, len(axis), lambda axis, j: axis[j])
-    raise TypingError(f"unsqueezed needs an integer or a tuple of integers, got {axis}")
-
-
-def _unsqueezed_impl(n, k, pick):
-    m = n + k
-    m2 = 2 * m
-    pick = register_jitable(pick)
-
-    def impl(layout, axis):
-        new = _stack_int64(m)
-        for i in range(m):
-            new[i] = 0
-        for j in range(k):
-            a = pick(axis, j)
-            if a < -m or a >= m:
-                raise ValueError("unsqueezed: axis out of range")
-            if a < 0:
-                a += m
-            if new[a] != 0:
-                raise ValueError("unsqueezed: repeated axis")
-            new[a] = 1
-        out = _stack_int64(m2)
-        old = 0
-        for i in range(m):
-            if new[i] == 0:
-                out[i] = layout.shape[old]
-                out[m + i] = layout.strides[old]
-                old += 1
-            else:
-                out[i] = 1
-        following = layout.strides[n - 1] if n > 0 else 1
-        for i in range(m - 1, -1, -1):
-            if new[i] == 1:
-                out[m + i] = following
-            else:
-                following = out[m + i] * out[i]
+        _raise_broadcast_to(
+            _broadcast_into(
+                layout, _int64_tuple(shape), _stack_int64(n2), _stack_int64(m), out,
+                _stack_int64(info_size),
+            )
+        )  # fmt: skip
         return make_layout(
             _tuple_from(out, 0, m), _tuple_from(out, m, m), layout.itemsize, layout.slice_offset
         )
@@ -564,130 +1020,212 @@ def _unsqueezed_impl(n, k, pick):
     return impl
 
 
-@overload_method(StridedLayoutType, "repacked")
+@register_jitable
+def _unsqueeze_into(layout, axes, new, out):
+    """Insert extent-1 axes at int64 tuple ``axes`` (of the result) into ``out``."""
+    n = len(layout.shape)
+    k = len(axes)
+    m = n + k
+    for i in range(m):
+        new[i] = 0
+    for j in range(k):
+        if axes[j] < -m or axes[j] >= m:
+            return S.AXIS_OUT_OF_RANGE
+    for j in range(k):
+        a = axes[j] + m if axes[j] < 0 else axes[j]
+        if new[a] != 0:
+            return S.REPEATED_AXIS
+        new[a] = 1
+    old = 0
+    for i in range(m):
+        if new[i] == 0:
+            out[i] = layout.shape[old]
+            out[m + i] = layout.strides[old]
+            old += 1
+        else:
+            out[i] = 1
+    # as the Python class: a new axis takes extent * stride of the next original axis
+    # (that stride alone where the product overflows), or the last stride
+    following = 1
+    if n > 0:
+        following = layout.strides[n - 1]
+    for i in range(m - 1, -1, -1):
+        if new[i] == 1:
+            out[m + i] = following
+        elif K.mul_fits(out[m + i], out[i]):
+            following = out[m + i] * out[i]
+        else:
+            following = out[m + i]
+    return S.OK
+
+
+_raise_unsqueezed = status_raiser("unsqueezed")
+
+
+@inline_method(StridedLayoutType, "unsqueezed")
+def _unsqueezed(layout, axis):
+    n = layout.ndim
+    if isinstance(axis, types.Integer):
+        k = 1
+    elif _is_int_tuple(axis):
+        k = len(axis)
+    else:
+        raise TypingError(f"unsqueezed needs an integer or a tuple of integers, got {axis}")
+    m = n + k
+    if m > MAX_NDIM:
+        raise TypingError(f"unsqueezed would give {m} dimensions; at most {MAX_NDIM} are supported")
+    m2 = 2 * m
+
+    def impl(layout, axis):
+        out = _stack_int64(m2)
+        _raise_unsqueezed(_unsqueeze_into(layout, _int64_tuple(axis), _stack_int64(m), out))
+        return make_layout(
+            _tuple_from(out, 0, m), _tuple_from(out, m, m), layout.itemsize, layout.slice_offset
+        )
+
+    return impl
+
+
+def _literal(value):
+    """The Python value of a literal or omitted argument type (or the value itself)."""
+    if isinstance(value, types.Omitted):
+        return value.value
+    if isinstance(value, types.Literal):
+        return value.literal_value
+    return value
+
+
+@register_jitable
+def _repack_into(layout, itemsize, data_ptr, axis, lay, out, info):
+    """Repack to ``itemsize`` along ``axis`` into ``out``: returns (status, new offset).
+
+    Checks in the Python class's order; an unchanged itemsize gives the layout itself
+    (``out`` holds it) once the axis is known to be valid.
+    """
+    n = len(layout.shape)
+    old = layout.itemsize
+    _pack(layout, lay)
+    _pack(layout, out)
+    status = _itemsize_status(itemsize)
+    if status != S.OK:
+        return status, 0
+    if itemsize == old:
+        return (_axis_status(axis, n) if n > 0 else S.OK), layout.slice_offset
+    status = _axis_status(axis, n)
+    if status != S.OK:
+        return status, 0
+    ax = axis + n if axis < 0 else axis
+    if itemsize > old:
+        if itemsize % old != 0:
+            return S.PACK_NOT_MULTIPLE, 0
+        if data_ptr % itemsize != 0:
+            return S.PACK_MISALIGNED, 0
+    elif old % itemsize != 0:
+        return S.UNPACK_NOT_DIVISOR, 0
+    status, offset = K.repack(lay, n, layout.slice_offset, old, itemsize, ax, out, n)
+    if status != 0:
+        return S.REPACK_INCOMPATIBLE, 0
+    return _analysis_status(out, n, itemsize, offset, info), offset
+
+
+_raise_repacked = status_raiser("repacked")
+
+
+@inline_method(StridedLayoutType, "repacked")
 def _repacked(layout, itemsize, data_ptr=0, axis=-1, keep_dim=True):
     n = layout.ndim
     n2 = 2 * n
-    keep = keep_dim
-    if isinstance(keep_dim, types.Type):
-        keep = getattr(keep_dim, "literal_value", getattr(keep_dim, "value", None))
-    if keep is not True:
+    info_size = K.INFO_ORDER + n
+    if _literal(keep_dim) is not True:
         raise TypingError(
-            "repacked in compiled code keeps the packed axis: keep_dim must be the literal True"
+            "repacked in compiled code keeps the packed axis: keep_dim must be the literal True "
+            "(keep_dim=False gives a number of dimensions that depends on run-time values)"
         )
 
     def impl(layout, itemsize, data_ptr=0, axis=-1, keep_dim=True):
-        old = layout.itemsize
-        if itemsize <= 0:
-            raise ValueError("repacked: itemsize must be positive")
-        if itemsize == old:
-            return layout
-        if axis < -n or axis >= n:
-            raise ValueError("repacked: axis out of range")
-        ax = axis + n if axis < 0 else axis
-        if itemsize > old:
-            if itemsize % old != 0:
-                raise ValueError("repacked: new itemsize is not a multiple of the old one")
-            if data_ptr % itemsize != 0:
-                raise ValueError("repacked: data_ptr is not aligned to the new itemsize")
-        elif old % itemsize != 0:
-            raise ValueError("repacked: new itemsize does not divide the old one")
-        lay = _stack_int64(n2)
         out = _stack_int64(n2)
-        _pack(layout, lay)
-        status, offset = K.repack(lay, n, layout.slice_offset, old, itemsize, ax, out, n)
-        if status != 0:
-            raise ValueError("repacked: the layout is not compatible with the new itemsize")
+        status, offset = _repack_into(
+            layout, itemsize, data_ptr, axis, _stack_int64(n2), out, _stack_int64(info_size)
+        )
+        _raise_repacked(status)
         return make_layout(_tuple_from(out, 0, n), _tuple_from(out, n, n), itemsize, offset)
 
     return impl
 
 
-@overload_method(StridedLayoutType, "max_compatible_itemsize")
+@register_jitable
+def _max_compatible(layout, max_itemsize, data_ptr, axis, lay):
+    """``max_compatible_itemsize``'s checks and result: (status, itemsize)."""
+    n = len(layout.shape)
+    if max_itemsize <= 0:
+        return S.MAX_ITEMSIZE_NOT_POSITIVE, 0
+    status = _axis_status(axis, n)
+    if status != S.OK:
+        return status, 0
+    if max_itemsize < layout.itemsize:
+        return S.MAX_ITEMSIZE_TOO_SMALL, 0
+    largest = min(max_itemsize, _ITEMSIZE_LIMIT - 1)
+    _pack(layout, lay)
+    ax = axis + n if axis < 0 else axis
+    return S.OK, K.max_compatible_itemsize(
+        lay, n, layout.slice_offset, layout.itemsize, largest, data_ptr % largest, ax
+    )
+
+
+_raise_max_compatible_itemsize = status_raiser("max_compatible_itemsize")
+
+
+@inline_method(StridedLayoutType, "max_compatible_itemsize")
 def _max_compatible_itemsize(layout, max_itemsize=16, data_ptr=0, axis=-1):
-    n = layout.ndim
-    n2 = 2 * n
+    n2 = 2 * layout.ndim
 
     def impl(layout, max_itemsize=16, data_ptr=0, axis=-1):
-        if max_itemsize <= 0 or max_itemsize < layout.itemsize:
-            raise ValueError("max_compatible_itemsize: max_itemsize is below the itemsize")
-        if axis < -n or axis >= n:
-            raise ValueError("max_compatible_itemsize: axis out of range")
-        ax = axis + n if axis < 0 else axis
-        lay = _stack_int64(n2)
-        _pack(layout, lay)
-        return K.max_compatible_itemsize(
-            lay, n, layout.slice_offset, layout.itemsize, max_itemsize,
-            data_ptr % max_itemsize, ax,
-        )
+        status, result = _max_compatible(layout, max_itemsize, data_ptr, axis, _stack_int64(n2))
+        _raise_max_compatible_itemsize(status)
+        return result
 
     return impl
 
 
-@register_jitable
-def _order_k(lay, n, order):
-    K.stride_order(lay, n, order, 0)
+_raise_to_dense = status_raiser("to_dense")
 
 
-@register_jitable
-def _order_c(lay, n, order):
-    for i in range(n):
-        order[i] = i
-
-
-@register_jitable
-def _order_f(lay, n, order):
-    for i in range(n):
-        order[i] = n - 1 - i
-
-
-@register_jitable
-def _keep_k(layout):
-    return layout.is_dense
-
-
-@register_jitable
-def _keep_c(layout):
-    return layout.is_dense and layout.is_contiguous_c
-
-
-@register_jitable
-def _keep_f(layout):
-    return layout.is_dense and layout.is_contiguous_f
-
-
-# per stride order: (fill the axis order, whether the layout already is that dense layout)
-_ORDER_FILLERS = {"K": (_order_k, _keep_k), "C": (_order_c, _keep_c), "F": (_order_f, _keep_f)}
-
-
-@overload_method(StridedLayoutType, "to_dense")
+@inline_method(StridedLayoutType, "to_dense")
 def _to_dense(layout, stride_order="K"):
     n = layout.ndim
     n2 = 2 * n
-    if isinstance(stride_order, types.Omitted):
-        value = stride_order.value
-    else:
-        value = getattr(stride_order, "literal_value", stride_order)
-    fillers = _ORDER_FILLERS.get(value) if isinstance(value, str) else None
-    if fillers is None:
-        raise TypingError(
-            f"to_dense in compiled code takes the literal 'K', 'C' or 'F', got {stride_order}"
-        )
-
-    fill_order, already_dense = fillers
+    fill_order = _order_filler(stride_order, n, allow_k=True)
+    any_order = fill_order is _order_k
 
     def impl(layout, stride_order="K"):
-        if already_dense(layout):
-            return layout  # as the Python class: a dense layout is its own dense version
         lay = _stack_int64(n2)
         order = _stack_int64(n)
         out = _stack_int64(n)
         _pack(layout, lay)
-        fill_order(lay, n, order)
+        _raise_to_dense(fill_order(stride_order, lay, n, order))
+        if _is_dense_in(layout, order, any_order):
+            return layout  # as the Python class: a dense layout is its own dense version
         K.dense_strides(lay, n, order, out, 0)
         return make_layout(layout.shape, _tuple_from(out, 0, n), layout.itemsize, 0)
 
     return impl
+
+
+@register_jitable
+def _is_dense_in(layout, order, any_order):
+    """Whether ``layout`` is already the dense layout of axis ``order`` (Python's rule:
+    dense for "K"; dense and C- or F-contiguous for the C or F axis order)."""
+    if not layout.is_dense:
+        return False
+    if any_order:
+        return True
+    n = len(layout.shape)
+    c_order = True
+    f_order = True
+    for i in range(n):
+        c_order &= order[i] == i
+        f_order &= order[i] == n - 1 - i
+    return (c_order and layout.is_contiguous_c) or (f_order and layout.is_contiguous_f)
 
 
 def _no_static_ndim(name):
@@ -706,114 +1244,36 @@ overload_method(StridedLayoutType, "flattened")(_no_static_ndim("flattened"))
 
 
 # ------------------------------------------------------------------ indexing
-def _index_items(index):
-    if isinstance(index, types.BaseTuple):
-        return list(index.types)
-    return [index]
+@type_callable(operator.getitem)
+def _type_getitem(context):
+    def typer(layout, index):
+        if not isinstance(layout, StridedLayoutType):
+            return None
+        plan = plan_for_type(index, layout.ndim)
+        if plan.ndim > MAX_NDIM:
+            raise TypingError(f"the indexed layout would have {plan.ndim} dimensions")
+        return Signature(layout_type(plan.ndim), (layout, index), None)
+
+    return typer
 
 
-def _index_plan(n, items):
-    """Kinds of the index items with Ellipsis expanded, and the result's ndim."""
-    kinds = []
-    consumed = sum(
-        1 for t in items if not isinstance(t, (types.NoneType, types.EllipsisType))
-    )
-    if sum(1 for t in items if isinstance(t, types.EllipsisType)) > 1:
-        raise TypingError("an index can only have a single ellipsis ('...')")
-    if consumed > n:
-        raise TypingError(f"too many indices: {consumed} for a layout of {n} dimensions")
-    for position, t in enumerate(items):
-        if isinstance(t, types.NoneType):
-            kinds.append(("new", position))
-        elif isinstance(t, types.EllipsisType):
-            kinds.extend(("all", position) for _ in range(n - consumed))
-        elif isinstance(t, types.SliceType):
-            kinds.append(("slice", position))
-        elif isinstance(t, types.Integer):
-            kinds.append(("int", position))
-        else:
-            raise TypingError(f"unsupported index item of type {t}")
-    m = sum(1 for kind, _ in kinds if kind != "int") + n - sum(
-        1 for kind, _ in kinds if kind in ("int", "slice", "all")
-    )
-    return kinds, m
+@lower_builtin(operator.getitem, StridedLayoutType, types.Any)
+def _lower_getitem(context, builder, sig, args):
+    typ, index_type = sig.args
+    plan = plan_for_type(index_type, typ.ndim)
+    struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
+    offset, shape, strides = lower_index(
+        context, builder, plan, index_type, args[1],
+        cgutils.unpack_tuple(builder, struct.shape, typ.ndim),
+        cgutils.unpack_tuple(builder, struct.strides, typ.ndim),
+        True, AxisError, "index",
+    )  # fmt: skip
+    return _layout_value(
+        context, builder, sig.return_type, shape, strides, struct.itemsize,
+        builder.add(struct.slice_offset, offset),
+    )  # fmt: skip
 
 
-def _make_index_impl(n, index, argname):
-    """Straight-line code for one index type: each item's kind is known at compile time."""
-    items = _index_items(index)
-    is_tuple = isinstance(index, types.BaseTuple)
-    kinds, m = _index_plan(n, items)
-    source = [f"def impl(layout, {argname}):", "    off = layout.slice_offset"]
-    extents = []
-    strides = []
-    axis = 0
-    for j, (kind, position) in enumerate(kinds):
-        item = f"{argname}[{position}]" if is_tuple else argname
-        if kind == "new":
-            extents.append("1")
-            strides.append("0")  # NumPy's stride for a new axis
-            continue
-        if kind == "all":
-            extents.append(f"layout.shape[{axis}]")
-            strides.append(f"layout.strides[{axis}]")
-        elif kind == "slice":
-            source += [
-                f"    sl = {item}",
-                "    if sl.step == 0:",
-                "        raise ValueError('slice step cannot be zero')",
-                f"    status, off, e{j}, s{j} = slice_one(off, layout.shape[{axis}],",
-                f"        layout.strides[{axis}], sl.start, sl.stop, sl.step, True, True)",
-                "    if status != 0:",
-                "        raise OverflowError('indexing: offsets overflow int64')",
-            ]
-            extents.append(f"e{j}")
-            strides.append(f"s{j}")
-        else:
-            source += [
-                f"    ix = {item}",
-                f"    e = layout.shape[{axis}]",
-                "    if ix < -e or ix >= e:",
-                "        raise IndexError('index out of bounds')",
-                f"    status, off = step_offset(off, ix + e if ix < 0 else ix, "
-                f"layout.strides[{axis}])",
-                "    if status != 0:",
-                "        raise OverflowError('indexing: offsets overflow int64')",
-            ]
-        axis += 1
-    for rest in range(axis, n):
-        extents.append(f"layout.shape[{rest}]")
-        strides.append(f"layout.strides[{rest}]")
-    shape = "(" + "".join(f"{e}, " for e in extents) + ")"
-    canonical = "(" + "0, " * m + ")"
-    if m:
-        empty = " or ".join(f"{e} == 0" for e in extents)
-        source += [
-            f"    if {empty}:",
-            f"        return make_layout({shape}, {canonical}, layout.itemsize, 0)",
-        ]
-    source.append(
-        f"    return make_layout({shape}, ({''.join(f'{s}, ' for s in strides)}), "
-        "layout.itemsize, off)"
-    )
-    namespace = {
-        # a real module name: Numba's on-disk cache re-imports it for users' cache=True code
-        "__name__": __name__,
-        "make_layout": make_layout,
-        "slice_one": K.slice_one,
-        "step_offset": K.step_offset,
-    }
-    exec("\n".join(source), namespace)  # noqa: S102 - source built from constants above
-    return namespace["impl"]
-
-
-@overload(operator.getitem)
-def _getitem(layout, index):
-    if isinstance(layout, StridedLayoutType):
-        return _make_index_impl(layout.ndim, index, "index")
-    return None
-
-
-@overload_method(StridedLayoutType, "sliced")
+@inline_method(StridedLayoutType, "sliced")
 def _sliced(layout, slices):
-    return _make_index_impl(layout.ndim, slices, "slices")
+    return lambda layout, slices: layout[slices]

@@ -1,26 +1,28 @@
-"""Strided views inside compiled code: one Numba type and data model for ``@njit`` and ``@cuda.jit``.
+"""Strided views inside compiled code: one Numba type for ``@njit`` and ``@cuda.jit``.
 
 The static structure of a view (dtype, ndim, layout kind, read-only, bounds checking)
-lives in :class:`StridedViewType`; the runtime numbers live in a struct model:
+lives in :class:`StridedViewType`; the runtime numbers live in a struct:
 
-======== ======================= ===================================================
-member   Numba type              meaning
-======== ======================= ===================================================
-data     ``CPointer(dtype)``     address of element ``(0, ..., 0)``
-shape    ``UniTuple(int64, n)``  extents
-strides  ``UniTuple(int64, n)``  strides in elements (may be 0 or negative)
-offset   ``int64``               ``slice_offset`` of the layout, in elements
-======== ======================= ===================================================
+========= ======================= =====================================================
+member    Numba type              meaning
+========= ======================= =====================================================
+data      ``CPointer(dtype)``     address of element ``(0, ..., 0)``
+shape     ``UniTuple(int64, n)``  extents
+strides   ``UniTuple(int64, n)``  strides in elements (may be 0 or negative)
+offset    ``int64``               ``slice_offset`` of the layout, in elements, relative to
+                                  the start of the view's buffer
+limit     ``int64``               elements in the buffer: every offset a derived view
+                                  reaches lies in ``[0, limit)``
+========= ======================= =====================================================
 
-Element ``idx`` lives at ``data + sum(idx[k] * strides[k]) * itemsize``, which is the
-issue's ``ptr + (offset + sum(idx[k] * strides[k])) * itemsize`` with the buffer pointer
-``ptr`` and the offset folded together once, on the host. Only the argument marshalling
-differs between targets: ``@njit`` unboxes the Python object here, CUDA launches pass the
-flattened integers (see :func:`view_arguments`).
+Element ``idx`` lives at ``data + sum(idx[k] * strides[k]) * itemsize``. On the CPU the
+struct also holds ``meminfo`` and ``parent``, as Numba arrays do: the view object it was
+unboxed from, kept alive while compiled code holds the struct, and turned back into a
+``StridedMemoryView`` when a view is returned. CUDA kernels get the five members above
+as ``2 * ndim + 3`` integer parameters (:func:`view_arguments`).
 
 The layout kind ``"C"`` / ``"F"`` lets the compiler treat the innermost / outermost stride
-as the constant 1 (``"A"`` is any layout). Registrations go through ``numba.extending``,
-which serves both the CPU target and numba-cuda.
+as the constant 1 (``"A"`` is any layout).
 
 In compiled code a view ``v`` supports:
 
@@ -30,32 +32,42 @@ In compiled code a view ``v`` supports:
 * ``v.shape``, ``v.strides`` (elements), ``v.ndim``, ``v.size``;
 * ``v.permuted(axis_order)``, ``v.layout`` (the compiled ``StridedLayout`` of
   ``layoutkit._numba_layout``, with its properties and transforms) and
-  ``v.with_layout(layout)``, the view of the same memory with another layout;
-* bounds checking, for views typed with ``boundscheck=True`` (:class:`BoundsCheckedView`
-  for ``@njit``, ``layoutkit.cuda.jit(boundscheck=True)`` for kernels): an index outside
-  its extent raises ``IndexError`` (kernels report it when compiled with ``debug=True``).
+  ``v.with_layout(layout)``, the view of the same buffer with another layout, which must
+  fit in the buffer and have the view's itemsize (``ValueError`` otherwise);
+* returning views to Python (``@njit``): they come back as ``StridedMemoryView`` objects
+  of the same buffer (the very argument when nothing changed).
 
-Views derived inside compiled code have layout kind ``"A"`` and keep the parent's
-read-only and bounds-checking flags. A view derived in compiled code with zero elements
-keeps the strides it was computed with (the Python class makes them 0).
+Indices are checked against their extents (``IndexError``) in ``@njit(boundscheck=True)``
+functions, under ``NUMBA_BOUNDSCHECK=1``, for :class:`BoundsCheckedView` arguments and in
+``layoutkit.cuda.jit(boundscheck=True)`` kernels (reported with ``debug=True``).
+Transforms (``permuted``, ``with_layout``) are always checked, as in Python.
+
+Element types: every NumPy number type and bool. float16 elements can be read and written
+in CUDA kernels but not in ``@njit`` code (Numba's CPU target has no float16), bfloat16
+only in CUDA kernels, the other ml_dtypes types nowhere (no Numba type): a view of such a
+dtype still has its shape, strides and layout in compiled code, and its element access is
+a one-line typing error that says what to pass instead.
 """
 
 import operator
+import struct
 from functools import cache
 
+import numpy as np
 from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.core.errors import TypingError
-from numba.cpython import slicing
+from numba.core import cgutils, types
+from numba.core.errors import NumbaError, TypingError
+from numba.core.imputils import impl_ret_borrowed
+from numba.core.typing.templates import Signature
 from numba.extending import (
     NativeValue,
+    box,
     intrinsic,
     lower_builtin,
     make_attribute_wrapper,
     models,
     overload_attribute,
-    overload_method,
+    register_jitable,
     register_model,
     type_callable,
     typeof_impl,
@@ -63,7 +75,39 @@ from numba.extending import (
 )
 from numba.np import numpy_support
 
+from . import _numba_checks as S
+from ._numba_boxing import Objects, call_python, failed, getattr_fast
+from ._numba_checks import inline_method, status_raiser
+from ._numba_index import lower_index, plan_for_type
+from ._numba_layout import StridedLayoutType, make_layout
+
 _LAYOUT_KINDS = ("C", "F", "A")
+_FLOAT16 = np.dtype(np.float16)
+
+
+class OpaqueElement(types.Type):
+    """Element type of a dtype Numba has no type for (ml_dtypes types): bytes, unreadable.
+
+    Examples
+    --------
+    >>> OpaqueElement("float8_e4m3fn", 1)
+    opaque float8_e4m3fn
+    """
+
+    def __init__(self, dtype_name, itemsize):
+        self.dtype_name = dtype_name
+        self.itemsize = itemsize
+        super().__init__(name=f"opaque {dtype_name}")
+
+    @property
+    def key(self):
+        return self.dtype_name, self.itemsize
+
+
+@register_model(OpaqueElement)
+class _OpaqueElementModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.IntType(8 * fe_type.itemsize))
 
 
 class StridedViewType(types.Type):
@@ -90,6 +134,8 @@ class StridedViewType(types.Type):
     StridedView(float32, 2d, C)
     >>> StridedViewType(types.int8, 1, "A", readonly=True, boundscheck=True)
     StridedView(int8, 1d, A, readonly, boundscheck)
+    >>> StridedViewType(types.float32, 2, "C").parameter_count  # in a CUDA kernel
+    7
     """
 
     def __init__(self, dtype, ndim, layout="A", readonly=False, boundscheck=False):
@@ -118,6 +164,21 @@ class StridedViewType(types.Type):
         return strided_view_type(**fields)
 
     @property
+    def key(self):
+        # the name alone would make a view of an opaque float16 and one of float16 equal
+        return self.dtype, self.ndim, self.layout, self.readonly, self.boundscheck
+
+    @property
+    def itemsize(self):
+        """Bytes per element."""
+        return _itemsize_of(self.dtype)
+
+    @property
+    def parameter_count(self):
+        """Kernel parameters of one view argument: data, shape, strides, offset, limit."""
+        return 2 * self.ndim + 3
+
+    @property
     def mangling_args(self):
         return "StridedView", (
             self.dtype,
@@ -135,8 +196,29 @@ def strided_view_type(dtype, ndim, layout="A", readonly=False, boundscheck=False
 
 
 @cache
-def _numba_dtype(dtype):
-    return numpy_support.from_dtype(dtype)
+def _itemsize_of(dtype):
+    if isinstance(dtype, OpaqueElement):
+        return dtype.itemsize
+    return numpy_support.as_dtype(dtype).itemsize
+
+
+@cache
+def numba_dtype(dtype, for_cuda=False):
+    """The Numba element type of a NumPy dtype (``for_cuda``: numba-cuda's, with bfloat16).
+
+    dtypes the target has no type for (ml_dtypes types; float16 on the CPU, where Numba
+    has no data model for it) give an :class:`OpaqueElement`.
+    """
+    if for_cuda:
+        from numba.cuda.np import numpy_support as support
+    else:
+        support = numpy_support
+        if dtype == _FLOAT16:
+            return OpaqueElement("float16", 2)
+    try:
+        return support.from_dtype(dtype)
+    except (NotImplementedError, NumbaError, KeyError, TypeError):
+        return OpaqueElement(dtype.name, dtype.itemsize)
 
 
 def layout_kind(layout):
@@ -155,7 +237,7 @@ def layout_kind(layout):
     return "A"
 
 
-def view_numba_type(view, boundscheck=False):
+def view_numba_type(view, boundscheck=False, for_cuda=False):
     """Return the :class:`StridedViewType` of a ``StridedMemoryView`` (or look-alike).
 
     Parameters
@@ -164,32 +246,64 @@ def view_numba_type(view, boundscheck=False):
         Anything with ``dtype``, ``layout`` (a StridedLayout) and ``readonly``.
     boundscheck : bool
         Type for the bounds-checked variant.
+    for_cuda : bool
+        Element types as numba-cuda has them (bfloat16 is a type there).
+
+    Raises
+    ------
+    TypeError
+        For a view without a dtype.
+    """
+    dtype = view.dtype
+    layout = view.layout
+    # keyed by what decides the type (NumPy dtypes hash in C): no Numba type is hashed
+    key = (
+        dtype, len(layout.shape), layout.is_contiguous_c, layout.is_contiguous_f,
+        bool(view.readonly), bool(boundscheck), bool(for_cuda),
+    )  # fmt: skip
+    numba_type = _VIEW_TYPES.get(key)
+    if numba_type is None:
+        if dtype is None:
+            raise TypeError(
+                "a view without a dtype cannot be passed to compiled code; give it one with "
+                "view.view(dtype=...)"
+            )
+        numba_type = _VIEW_TYPES[key] = strided_view_type(
+            numba_dtype(dtype, for_cuda), key[1], layout_kind(layout), key[4], key[5]
+        )
+    return numba_type
+
+
+_VIEW_TYPES = {}
+
+
+def buffer_limit(view):
+    """Elements of the view's buffer: every layout of the view lies in ``[0, limit)``.
+
+    The buffer made on demand for an imported view ends after the view's last element.
     """
     layout = view.layout
-    return strided_view_type(
-        _numba_dtype(view.dtype),
-        layout.ndim,
-        layout_kind(layout),
-        view.readonly,
-        boundscheck,
-    )
+    buffer = view._buffer  # only a buffer already made can be larger than the layout
+    if buffer is not None:
+        return buffer.size // layout.itemsize
+    return layout.max_offset + 1
 
 
 def view_arguments(view):
-    """Return the flattened runtime values of a view: ``(data, *shape, *strides, offset)``.
+    """Return the flattened runtime values of a view: ``(data, *shape, *strides, offset, limit)``.
 
-    This is the order of the struct model's members, so the tuple is both the CUDA kernel
-    parameter list of one view argument and what ``@njit`` unboxes.
+    This is the order of the CUDA struct's members, so the tuple is the kernel parameter
+    list of one view argument.
 
     Examples
     --------
     >>> from types import SimpleNamespace as NS
-    >>> layout = NS(shape=(2, 3), strides=(3, 1), slice_offset=4)
-    >>> view_arguments(NS(ptr=1000, layout=layout))
-    (1000, 2, 3, 3, 1, 4)
+    >>> layout = NS(shape=(2, 3), strides=(3, 1), slice_offset=4, max_offset=9, itemsize=8)
+    >>> view_arguments(NS(ptr=1000, layout=layout, _buffer=None))
+    (1000, 2, 3, 3, 1, 4, 10)
     """
     layout = view.layout
-    return (view.ptr, *layout.shape, *layout.strides, layout.slice_offset)
+    return (view.ptr, *layout.shape, *layout.strides, layout.slice_offset, buffer_limit(view))
 
 
 def check_view_accessible(view, name, on_device, device_id=None):
@@ -238,32 +352,112 @@ def _is_host_accessible(view):
     return buffer is not None and bool(buffer.is_host_accessible)
 
 
-def _host_arguments(view):
-    """Validate a view for ``@njit`` and return its flattened values (called by unbox)."""
+# ---------------------------------------------------------------------------------------
+# the per-view record read by @njit typing and unboxing
+
+_HOST_ACCESSIBLE = 1  # bit of the record's flags word
+_HEADER = 4  # flags, data, offset, limit; then shape and strides
+
+
+def view_record(view):
+    """``(numba type, packed int64 values)`` of a view for ``@njit``, made once per view.
+
+    The values are ``flags, data, offset, limit, *shape, *strides``; the unboxer reads
+    them straight from the bytes object. A view never changes its pointer, layout, dtype,
+    read-only flag or device, so the record is kept on the view (``_numba_record``); only
+    whether its buffer was closed is checked at every call.
+    """
+    record = getattr(view, "_numba_record", None)
+    if record is not None:
+        return record
+    layout = view.layout
+    shape = layout.shape
+    ndim = len(shape)
+    flags = 0
+    if not view.is_device_accessible or _is_host_accessible(view):
+        flags |= _HOST_ACCESSIBLE
+    packer = _PACKERS.get(ndim)
+    if packer is None:
+        packer = _PACKERS[ndim] = struct.Struct(f"={_HEADER + 2 * ndim}q")
+    # the view type, looked up as view_numba_type does (inlined: this runs for every new view)
+    dtype = view.dtype
+    readonly = bool(view.readonly)
+    key = (dtype, ndim, layout.is_contiguous_c, layout.is_contiguous_f, readonly, False, False)
+    numba_type = _VIEW_TYPES.get(key)
+    if numba_type is None:
+        numba_type = view_numba_type(view)
+    record = view._numba_record = (
+        numba_type,
+        packer.pack(
+            flags, view.ptr, layout.slice_offset, buffer_limit(view), *shape, *layout.strides
+        ),
+    )
+    return record
+
+
+_PACKERS = {}  # ndim -> struct.Struct of a record's int64 values
+
+
+def _refuse_view(view):
+    """Raise the error that keeps ``view`` out of @njit code (unbox's slow path)."""
     check_view_accessible(view, "view argument", on_device=False)
-    return view_arguments(view)
+    _malformed_record(view)
+
+
+def _malformed_record(view):
+    raise TypeError(
+        f"view argument: the _numba_record of this {type(view).__name__} object was not made "
+        "by layoutkit"
+    )
 
 
 # ---------------------------------------------------------------------------------------
-# data model and Python -> native conversion
+# data models
+
+
+def _cuda_members(fe_type):
+    extents = types.UniTuple(types.int64, fe_type.ndim)
+    return [
+        ("data", types.CPointer(fe_type.dtype)),
+        ("shape", extents),
+        ("strides", extents),
+        ("offset", types.int64),
+        ("limit", types.int64),
+    ]
 
 
 @register_model(StridedViewType)
 class _StridedViewModel(models.StructModel):
+    """CPU: the kernel members plus what keeps the Python view alive and finds it again."""
+
     def __init__(self, dmm, fe_type):
-        extents = types.UniTuple(types.int64, fe_type.ndim)
         members = [
-            ("data", types.CPointer(fe_type.dtype)),
-            ("shape", extents),
-            ("strides", extents),
-            ("offset", types.int64),
+            ("meminfo", types.MemInfoPointer(types.voidptr)),
+            ("parent", types.pyobject),
+            *_cuda_members(fe_type),
         ]
         super().__init__(dmm, fe_type, members)
+
+
+def register_cuda_model():
+    """Give views their kernel-parameter struct (no meminfo, no parent) in numba-cuda."""
+    from numba.cuda.datamodel.models import StructModel
+    from numba.cuda.models import register_model as register_cuda
+
+    @register_cuda(StridedViewType)
+    class _CudaStridedViewModel(StructModel):
+        def __init__(self, dmm, fe_type):
+            super().__init__(dmm, fe_type, _cuda_members(fe_type))
+
+    @register_cuda(OpaqueElement)
+    class _CudaOpaqueElementModel(_OpaqueElementModel):
+        pass
 
 
 make_attribute_wrapper(StridedViewType, "shape", "shape")
 make_attribute_wrapper(StridedViewType, "strides", "strides")
 make_attribute_wrapper(StridedViewType, "offset", "_slice_offset")
+make_attribute_wrapper(StridedViewType, "limit", "_limit")
 
 
 def _register_strided_memory_view():
@@ -277,59 +471,141 @@ def _register_strided_memory_view():
 _register_strided_memory_view()
 
 
+# ---------------------------------------------------------------------------------------
+# Python <-> native
+
+
+def _record_for_unbox(view):
+    """The view's record (unbox's slow path, for a view typed but without a record yet)."""
+    return view_record(view)
+
+
 @unbox(StridedViewType)
 def _unbox_view(typ, obj, c):
     builder = c.builder
-    n_values = 2 * typ.ndim + 2
-    values_type = types.UniTuple(types.int64, n_values)
+    int64 = ir.IntType(64)
+    count = _HEADER + 2 * typ.ndim
+    objects = Objects(c)
+    view = getattr_fast(c, objects, obj, "view") if typ.boundscheck else obj
+    record = cgutils.alloca_once_value(builder, getattr_fast(c, objects, view, "_numba_record"))
+    with builder.if_then(builder.not_(failed(c)), likely=True):
+        none = c.pyapi.borrow_none()
+        with builder.if_then(builder.icmp_unsigned("==", builder.load(record), none)):
+            builder.store(call_python(c, objects, _record_for_unbox, [view]), record)
+    values = [cgutils.alloca_once_value(builder, ir.Constant(int64, 0)) for _ in range(count)]
+    with builder.if_then(builder.not_(failed(c)), likely=True):
+        packed = c.pyapi.tuple_getitem(builder.load(record), 1)  # borrowed
+        with builder.if_then(cgutils.is_not_null(builder, packed), likely=True):
+            size_type = ir.FunctionType(c.pyapi.py_ssize_t, [c.pyapi.pyobj])
+            size = builder.call(c.pyapi._get_function(size_type, name="PyBytes_Size"), [packed])
+            right = builder.icmp_signed("==", size, size.type(8 * count))
+            with builder.if_else(right, likely=True) as (good, bad):
+                with good:
+                    words = builder.bitcast(c.pyapi.bytes_as_string(packed), int64.as_pointer())
+                    for position, slot in enumerate(values):
+                        builder.store(builder.load(builder.gep(words, [int64(position)])), slot)
+                with bad:  # not a record this unboxer made (a hostile or stale attribute)
+                    c.pyapi.err_clear()
+                    call_python(c, objects, _malformed_record, [view])
+    values = [builder.load(slot) for slot in values]
+    # the buffer is checked at every call: it may have been closed since the record was made
+    with builder.if_then(builder.not_(failed(c)), likely=True):
+        host_only = builder.and_(values[0], int64(_HOST_ACCESSIBLE))
+        refused = cgutils.alloca_once_value(builder, builder.icmp_signed("==", host_only, int64(0)))
+        buffer = getattr_fast(c, objects, view, "_buffer")
+        with builder.if_then(builder.icmp_unsigned("!=", buffer, c.pyapi.borrow_none())):
+            closed = getattr_fast(c, objects, buffer, "is_closed")
+            with builder.if_then(cgutils.is_not_null(builder, closed), likely=True):
+                is_true = c.pyapi.object_istrue(closed)
+                is_closed = builder.icmp_signed("!=", is_true, is_true.type(0))
+                builder.store(builder.or_(builder.load(refused), is_closed), refused)
+        with builder.if_then(builder.and_(builder.load(refused), builder.not_(failed(c)))):
+            call_python(c, objects, _refuse_view, [view])
     struct = cgutils.create_struct_proxy(typ)(c.context, builder)
-    struct_ptr = cgutils.alloca_once_value(builder, struct._getvalue())
-    failed = cgutils.alloca_once_value(builder, cgutils.true_bit)
+    data = builder.inttoptr(values[1], struct.data.type)
+    meminfo = cgutils.alloca_once_value(builder, cgutils.get_null_value(struct.meminfo.type))
+    with builder.if_then(builder.not_(failed(c)), likely=True):
+        # the meminfo owns a reference to the view: it stays alive while the struct lives
+        made = c.pyapi.nrt_meminfo_new_from_pyobject(builder.bitcast(data, cgutils.voidptr_t), view)
+        builder.store(made, meminfo)
+    extents = types.UniTuple(types.int64, typ.ndim)
+    struct.meminfo = builder.load(meminfo)
+    struct.parent = view
+    struct.data = data
+    struct.offset = values[2]
+    struct.limit = values[3]
+    struct.shape = c.context.make_tuple(builder, extents, values[_HEADER : _HEADER + typ.ndim])
+    struct.strides = c.context.make_tuple(builder, extents, values[_HEADER + typ.ndim :])
+    is_error = failed(c)
+    objects.release()
+    return NativeValue(struct._getvalue(), is_error=is_error)
 
-    helper = c.pyapi.unserialize(c.pyapi.serialize_object(_host_arguments))
-    values_obj = c.pyapi.call_function_objargs(helper, [obj])
-    with builder.if_then(cgutils.is_not_null(builder, values_obj)):
-        native = c.unbox(values_type, values_obj)
-        c.pyapi.decref(values_obj)
-        with builder.if_then(builder.not_(native.is_error)):
-            values = cgutils.unpack_tuple(builder, native.value, n_values)
-            filled = _make_view(
-                c.context,
-                builder,
-                typ,
-                builder.inttoptr(values[0], struct.data.type),
-                values[1 : 1 + typ.ndim],
-                values[1 + typ.ndim : 1 + 2 * typ.ndim],
-                values[-1],
-            )
-            builder.store(filled._getvalue(), struct_ptr)
-            builder.store(cgutils.false_bit, failed)
-    return NativeValue(builder.load(struct_ptr), is_error=builder.load(failed))
+
+def _from_compiled(parent, shape, strides, offset, readonly, boundscheck):
+    """The Python view a view returned by compiled code stands for (box)."""
+    from .memoryview import StridedMemoryView
+
+    layout = parent.layout
+    if (
+        shape == layout.shape
+        and strides == layout.strides
+        and offset == layout.slice_offset
+        and readonly == parent.readonly
+    ):
+        view = parent
+    else:
+        new_layout = type(layout)._numba_box(shape, strides, layout.itemsize, offset)
+        view = StridedMemoryView.from_buffer(
+            parent.buffer, new_layout, parent.dtype, is_readonly=readonly
+        )
+    return BoundsCheckedView(view) if boundscheck else view
+
+
+@box(StridedViewType)
+def _box_view(typ, val, c):
+    struct = cgutils.create_struct_proxy(typ)(c.context, c.builder, value=val)
+    extents = types.UniTuple(types.int64, typ.ndim)
+    objects = Objects(c)
+    args = [
+        struct.parent,
+        objects.keep(c.box(extents, struct.shape)),
+        objects.keep(c.box(extents, struct.strides)),
+        objects.keep(c.box(types.int64, struct.offset)),
+        objects.keep(c.box(types.boolean, cgutils.true_bit if typ.readonly else cgutils.false_bit)),
+        objects.keep(c.box(types.boolean, cgutils.true_bit if typ.boundscheck else cgutils.false_bit)),
+    ]
+    result = cgutils.alloca_once_value(c.builder, c.pyapi.get_null_object())
+    with c.builder.if_then(c.builder.not_(failed(c)), likely=True):
+        callee = c.pyapi.unserialize(c.pyapi.serialize_object(_from_compiled))
+        c.builder.store(c.pyapi.call_function_objargs(callee, args), result)
+        c.pyapi.decref(callee)
+    objects.release()
+    # boxing consumes the native value (as Numba's boxers of arrays and lists do): the
+    # Python view made above holds what keeps the memory alive now
+    c.context.nrt.decref(c.builder, typ, val)
+    return c.builder.load(result)
 
 
 # ---------------------------------------------------------------------------------------
 # code generation helpers
 
 
-def _int64(context, builder, value, ty):
-    return context.cast(builder, value, ty, types.int64)
+def _has_member(context, typ, name):
+    return name in context.data_model_manager[typ]._fields
 
 
-def _make_view(context, builder, typ, data, shape, strides, offset):
+def _derived_view(context, builder, typ, parent, parent_type, data, shape, strides, offset):
+    """A view struct of type ``typ`` sharing ``parent``'s buffer (a new reference)."""
     view = cgutils.create_struct_proxy(typ)(context, builder)
+    if _has_member(context, typ, "meminfo"):
+        view.meminfo = parent.meminfo
+        view.parent = parent.parent
     view.data = data
-    view.shape = _pack_int64s(context, builder, shape)
-    view.strides = _pack_int64s(context, builder, strides)
+    view.shape = context.make_tuple(builder, types.UniTuple(types.int64, typ.ndim), shape)
+    view.strides = context.make_tuple(builder, types.UniTuple(types.int64, typ.ndim), strides)
     view.offset = offset
-    return view
-
-
-def _pack_int64s(context, builder, values):
-    tuple_type = context.get_value_type(types.UniTuple(types.int64, len(values)))
-    packed = ir.Constant(tuple_type, ir.Undefined)
-    for position, value in enumerate(values):
-        packed = builder.insert_value(packed, value, position)
-    return packed
+    view.limit = parent.limit
+    return impl_ret_borrowed(context, builder, typ, view._getvalue())
 
 
 def _effective_strides(builder, typ, view):
@@ -343,118 +619,41 @@ def _effective_strides(builder, typ, view):
     return strides
 
 
-def _call_conv(context):
-    """The calling convention that raises exceptions (numba-cuda keeps it on ``fndesc``)."""
-    call_conv = getattr(getattr(context, "fndesc", None), "call_conv", None)
-    return call_conv if call_conv is not None else context.call_conv
+def _check_element_type(view):
+    """TypingError for element access where the target has no type for the elements."""
+    dtype = view.dtype
+    if not isinstance(dtype, OpaqueElement):
+        return
+    if dtype.dtype_name == "float16":
+        raise TypingError(
+            "elements of a float16 view cannot be read or written in @njit code: Numba's CPU "
+            "target has no float16 type; pass a float32 copy, or a uint16 view of the same "
+            "memory (view.view(dtype=numpy.uint16)) to move the raw bits (layoutkit.cuda.jit "
+            "kernels support float16)"
+        )
+    raise TypingError(
+        f"elements of a {dtype.dtype_name} view cannot be read or written in compiled "
+        f"code: Numba has no {dtype.dtype_name} type here; pass a view of the same memory "
+        f"with an integer dtype of {dtype.itemsize} byte(s) (view.view(dtype=numpy.uint"
+        f"{8 * dtype.itemsize})) to move the raw bits"
+    )
 
 
-def _wrapped_index(context, builder, typ, index, index_type, extent, axis, message=None):
-    """Index as int64, negative values counted from the end, checked if the type asks."""
-    index = _int64(context, builder, index, index_type)
-    if index_type.signed:
-        negative = builder.icmp_signed("<", index, ir.Constant(index.type, 0))
-        index = builder.select(negative, builder.add(index, extent), index)
-    if typ.boundscheck:
-        out_of_range = builder.icmp_unsigned(">=", index, extent)
-        with cgutils.if_unlikely(builder, out_of_range):
-            _call_conv(context).return_user_exc(
-                builder, IndexError, (message or f"view index out of bounds on axis {axis}",)
-            )
-    return index
+def _boundscheck(context, typ):
+    """Whether indices of a view of type ``typ`` are checked in this compilation."""
+    return typ.boundscheck or bool(context.enable_boundscheck)
+
+
+def _apply_index(context, builder, typ, struct, index_type, index, plan):
+    shape = cgutils.unpack_tuple(builder, struct.shape, typ.ndim)
+    return lower_index(
+        context, builder, plan, index_type, index, shape, _effective_strides(builder, typ, struct),
+        _boundscheck(context, typ), IndexError, "view index",
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------
-# indexing
-
-
-def _index_plan(typ, index_type):
-    """Turn an index type into per-entry operations; raise TypingError if unsupported.
-
-    Returns ``(plan, result_ndim, is_element)`` where plan holds tuples
-    ``(op, position)`` with op one of ``"int"``, ``"slice"``, ``"new"``, ``"full"``.
-    """
-    entries = tuple(index_type) if isinstance(index_type, types.BaseTuple) else (index_type,)
-    consuming = 0
-    ellipses = 0
-    for entry in entries:
-        if isinstance(entry, (types.Integer, types.SliceType)):
-            consuming += 1
-        elif isinstance(entry, types.EllipsisType):
-            ellipses += 1
-        elif not isinstance(entry, types.NoneType):
-            raise TypingError(
-                f"view index entries must be integers, slices, None or ..., got {entry}"
-            )
-    if ellipses > 1:
-        raise TypingError("a view index can only have a single ellipsis ('...')")
-    if consuming > typ.ndim:
-        raise TypingError(f"too many indices for a {typ.ndim}-d view: {consuming}")
-    plan = []
-    for position, entry in enumerate(entries):
-        if isinstance(entry, types.Integer):
-            plan.append(("int", position))
-        elif isinstance(entry, types.SliceType):
-            plan.append(("slice", position))
-        elif isinstance(entry, types.NoneType):
-            plan.append(("new", position))
-        else:
-            plan.extend([("full", None)] * (typ.ndim - consuming))
-    if not ellipses:
-        plan.extend([("full", None)] * (typ.ndim - consuming))
-    result_ndim = sum(op != "int" for op, _ in plan)
-    is_element = result_ndim == 0 and not ellipses
-    return plan, result_ndim, is_element
-
-
-def _apply_index(context, builder, typ, view, index_type, index, plan):
-    """Return (element offset, new shape, new strides) of a basic index."""
-    if isinstance(index_type, types.BaseTuple):
-        entry_types = tuple(index_type)
-        entries = cgutils.unpack_tuple(builder, index, len(entry_types))
-    else:
-        entry_types, entries = (index_type,), [index]
-    shape = cgutils.unpack_tuple(builder, view.shape, typ.ndim)
-    strides = _effective_strides(builder, typ, view)
-    zero = ir.Constant(ir.IntType(64), 0)
-    offset = zero
-    new_shape, new_strides = [], []
-    axis = 0
-    for op, position in plan:
-        if op == "new":
-            new_shape.append(ir.Constant(ir.IntType(64), 1))
-            new_strides.append(zero)
-            continue
-        extent, stride = shape[axis], strides[axis]
-        if op == "int":
-            value = _wrapped_index(
-                context, builder, typ, entries[position], entry_types[position], extent, axis
-            )
-            offset = builder.add(offset, builder.mul(value, stride))
-        elif op == "slice":
-            slice_type = entry_types[position]
-            sl = context.make_helper(builder, slice_type, entries[position])
-            slicing.guard_invalid_slice(context, builder, slice_type, sl)
-            slicing.fix_slice(builder, sl, extent)
-            new_shape.append(slicing.get_slice_length(builder, sl))
-            new_strides.append(builder.mul(stride, sl.step))
-            offset = builder.add(offset, builder.mul(sl.start, stride))
-        else:
-            new_shape.append(extent)
-            new_strides.append(stride)
-        axis += 1
-    return offset, new_shape, new_strides
-
-
-def _element_pointer(context, builder, typ, view, index_type, index):
-    plan, _, _ = _index_plan(typ, index_type)
-    offset, _, _ = _apply_index(context, builder, typ, view, index_type, index, plan)
-    return builder.gep(view.data, [offset])
-
-
-# Indexing is typed and lowered directly (not through ``@overload``): numba-cuda compiles
-# an overload as a separate device function, and an IndexError raised there cannot be
-# reported by the kernel (debug mode shows "unknown error"); lowered in place it can.
+# indexing (typed and lowered in place: see layoutkit._numba_index)
 
 
 @type_callable(operator.getitem)
@@ -462,10 +661,11 @@ def _type_getitem(context):
     def typer(view, index):
         if not isinstance(view, StridedViewType):
             return None
-        _, result_ndim, is_element = _index_plan(view, index)
-        if is_element:
-            return view.dtype
-        return view.copy(ndim=result_ndim, layout="A")
+        plan = plan_for_type(index, view.ndim)
+        if plan.is_element:
+            _check_element_type(view)
+            return Signature(view.dtype, (view, index), None)
+        return Signature(view.copy(ndim=plan.ndim, layout="A"), (view, index), None)
 
     return typer
 
@@ -477,16 +677,14 @@ def _type_setitem(context):
             return None
         if view.readonly:
             raise TypingError(f"cannot store into {view}: the view is read-only")
-        _, _, is_element = _index_plan(view, index)
-        if not is_element:
+        if not plan_for_type(index, view.ndim).is_element:
             raise TypingError(
                 f"{view}: only single elements can be assigned (index {index} selects a sub-view)"
             )
-        if not isinstance(value, (types.Number, types.Boolean)) or not isinstance(
-            view.dtype, (types.Number, types.Boolean)
-        ):
+        _check_element_type(view)
+        if context.can_convert(value, view.dtype) is None:
             raise TypingError(f"cannot store a {value} into {view}")
-        return types.none
+        return Signature(types.none, (view, index, value), None)
 
     return typer
 
@@ -494,31 +692,26 @@ def _type_setitem(context):
 @lower_builtin(operator.getitem, StridedViewType, types.Any)
 def _lower_getitem(context, builder, sig, args):
     typ, index_type = sig.args
-    plan, _, is_element = _index_plan(typ, index_type)
+    plan = plan_for_type(index_type, typ.ndim)
     struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
     offset, shape, strides = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
     pointer = builder.gep(struct.data, [offset])
-    if is_element:
+    if plan.is_element:
         return context.unpack_value(builder, typ.dtype, pointer)
-    new = _make_view(
-        context,
-        builder,
-        sig.return_type,
-        pointer,
-        shape,
-        strides,
+    return _derived_view(
+        context, builder, sig.return_type, struct, typ, pointer, shape, strides,
         builder.add(struct.offset, offset),
-    )
-    return new._getvalue()
+    )  # fmt: skip
 
 
 @lower_builtin(operator.setitem, StridedViewType, types.Any, types.Any)
 def _lower_setitem(context, builder, sig, args):
     typ, index_type, value_type = sig.args
+    plan = plan_for_type(index_type, typ.ndim)
     struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-    pointer = _element_pointer(context, builder, typ, struct, index_type, args[1])
+    offset, _, _ = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
     stored = context.cast(builder, args[2], value_type, typ.dtype)
-    context.pack_value(builder, typ.dtype, stored, pointer)
+    context.pack_value(builder, typ.dtype, stored, builder.gep(struct.data, [offset]))
     return context.get_dummy_value()
 
 
@@ -534,41 +727,67 @@ def _ov_ndim(view):
 
 @overload_attribute(StridedViewType, "size")
 def _ov_size(view):
-    return lambda view: _view_size(view)
+    ndim = view.ndim
 
-
-@intrinsic
-def _view_size(typingctx, view):
-    def codegen(context, builder, sig, args):
-        typ = sig.args[0]
-        struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-        size = ir.Constant(ir.IntType(64), 1)
-        for extent in cgutils.unpack_tuple(builder, struct.shape, typ.ndim):
-            size = builder.mul(size, extent)
+    def impl(view):
+        size = 1
+        for i in range(ndim):
+            size *= view.shape[i]
         return size
 
-    return types.int64(view), codegen
+    return impl
 
 
 @overload_attribute(StridedViewType, "layout")
 def _ov_layout(view):
-    from layoutkit._numba_layout import make_layout
-
-    itemsize = numpy_support.as_dtype(view.dtype).itemsize
+    itemsize = view.itemsize
     return lambda view: make_layout(view.shape, view.strides, itemsize, view._slice_offset)
 
 
-@overload_method(StridedViewType, "with_layout")
-def _ov_view(view, layout):
-    from layoutkit._numba_layout import StridedLayoutType
-
+@inline_method(StridedViewType, "with_layout")
+def _ov_with_layout(view, layout):
     if not isinstance(layout, StridedLayoutType):
         raise TypingError(f"with_layout() of {view} needs a StridedLayout, got {layout}")
-    return lambda view, layout: _view_with_layout(view, layout)
+    itemsize = view.itemsize
+
+    def impl(view, layout):
+        lo, hi = layout.offset_bounds
+        _raise_with_layout(fit_status(layout.itemsize, lo, hi, itemsize, view._limit))
+        return _view_with_layout(view, layout)
+
+    return impl
+
+
+@register_jitable
+def fit_status(layout_itemsize, low, high, itemsize, limit):
+    """Whether a layout (itemsize, offset bounds) fits a view's buffer of ``limit`` elements.
+
+    The checks of ``StridedMemoryView.view(layout)``, shared by compiled code and the
+    CUDA simulator: the view's itemsize, no offset below 0 or at ``limit`` or above (a
+    layout with no elements fits any buffer).
+    """
+    if layout_itemsize != itemsize:
+        return S.ITEMSIZE_DIFFERS
+    if low <= high:
+        if low < 0:
+            return S.REACHES_BEFORE_BUFFER
+        if high >= limit:
+            return S.REACHES_PAST_BUFFER
+    return S.OK
+
+
+_raise_with_layout = status_raiser("with_layout")
+
+
+@inline_method(StridedViewType, "permuted")
+def _ov_permuted(view, axis_order):
+    # the layout's permuted() checks the axes as Python does; offsets do not change
+    return lambda view, axis_order: _view_with_layout(view, view.layout.permuted(axis_order))
 
 
 @intrinsic
 def _view_with_layout(typingctx, view, layout):
+    """The view of ``view``'s buffer with ``layout`` (checked by the caller)."""
     result = view.copy(ndim=layout.ndim, layout="A")
 
     def codegen(context, builder, sig, args):
@@ -577,95 +796,69 @@ def _view_with_layout(typingctx, view, layout):
         new_layout = cgutils.create_struct_proxy(layout_type)(context, builder, value=args[1])
         ndim = layout_type.ndim
         shift = builder.sub(new_layout.slice_offset, struct.offset)
-        new = _make_view(
-            context,
-            builder,
-            sig.return_type,
-            builder.gep(struct.data, [shift]),
+        return _derived_view(
+            context, builder, sig.return_type, struct, typ, builder.gep(struct.data, [shift]),
             cgutils.unpack_tuple(builder, new_layout.shape, ndim),
             cgutils.unpack_tuple(builder, new_layout.strides, ndim),
             new_layout.slice_offset,
-        )
-        return new._getvalue()
+        )  # fmt: skip
 
     return result(view, layout), codegen
 
 
-@overload_method(StridedViewType, "permuted", inline="always")
-def _ov_permuted(view, axis_order):
-    if not (
-        isinstance(axis_order, types.BaseTuple)
-        and len(axis_order) == view.ndim
-        and all(isinstance(t, types.Integer) for t in axis_order)
-    ):
-        raise TypingError(
-            f"permuted() of a {view.ndim}-d view needs a tuple of {view.ndim} integers, "
-            f"got {axis_order}"
-        )
-    return lambda view, axis_order: _view_permuted(view, axis_order)
-
-
-@intrinsic
-def _view_permuted(typingctx, view, axis_order):
-    result = view.copy(layout="A")
-
-    def codegen(context, builder, sig, args):
-        typ, order_type = sig.args
-        struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-        shape_array = _stack_array(builder, cgutils.unpack_tuple(builder, struct.shape, typ.ndim))
-        stride_array = _stack_array(builder, _effective_strides(builder, typ, struct))
-        order = cgutils.unpack_tuple(builder, args[1], typ.ndim)
-        new_shape, new_strides = [], []
-        for axis, (position, position_type) in enumerate(zip(order, order_type, strict=True)):
-            source = _wrapped_index(
-                context,
-                builder,
-                typ,
-                position,
-                position_type,
-                ir.Constant(ir.IntType(64), typ.ndim),
-                axis,
-                f"permuted: axis_order[{axis}] is out of range for a {typ.ndim}-d view",
-            )
-            new_shape.append(builder.load(builder.gep(shape_array, [source])))
-            new_strides.append(builder.load(builder.gep(stride_array, [source])))
-        new = _make_view(
-            context, builder, sig.return_type, struct.data, new_shape, new_strides, struct.offset
-        )
-        return new._getvalue()
-
-    return result(view, axis_order), codegen
-
-
-def _stack_array(builder, values):
-    """Store int64 values in a stack array and return a pointer to its first element."""
-    array = cgutils.alloca_once(builder, ir.IntType(64), size=max(len(values), 1))
-    for position, value in enumerate(values):
-        builder.store(value, builder.gep(array, [ir.Constant(ir.IntType(64), position)]))
-    return array
+# ---------------------------------------------------------------------------------------
+# the public bounds-checked mode
 
 
 class BoundsCheckedView:
-    """A view whose indexing in compiled code checks every index against its extent.
+    """A view whose indices are checked against their extents in compiled code.
 
-    Pass it to ``@njit`` functions (or ``@cuda.jit(debug=True)`` kernels) in place of the
-    view: an out-of-range index raises ``IndexError`` instead of touching memory outside
-    the view. Attributes are those of the wrapped view.
+    Pass it to ``@njit`` functions in place of the view: an index outside its extent
+    raises ``IndexError`` instead of reaching memory outside the view, without
+    recompiling the function with ``boundscheck=True``. (``@njit(boundscheck=True)`` and
+    ``NUMBA_BOUNDSCHECK=1`` check the indices of every view; in kernels,
+    ``layoutkit.cuda.jit(boundscheck=True, debug=True)`` does.) A view returned from
+    compiled code comes back as a ``BoundsCheckedView`` too. Other attributes are the
+    wrapped view's.
 
     Parameters
     ----------
     view : StridedMemoryView
         The view to check.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from layoutkit import BoundsCheckedView, StridedMemoryView
+    >>> @njit
+    ... def third(v):
+    ...     return v[2]
+    >>> checked = BoundsCheckedView(StridedMemoryView.from_array_interface(np.arange(3.0)))
+    >>> third(checked)
+    2.0
+    >>> third(BoundsCheckedView(StridedMemoryView.from_array_interface(np.arange(2.0))))
+    Traceback (most recent call last):
+    ...
+    IndexError: view index out of bounds on axis 0
     """
 
-    __slots__ = ("view", "__weakref__")
+    __slots__ = ("view", "_numba_type_", "__weakref__")
 
     def __init__(self, view):
+        if isinstance(view, BoundsCheckedView):
+            view = view.view
+        try:
+            numba_type = view_numba_type(view, boundscheck=True)
+        except AttributeError:
+            raise TypeError(
+                f"view must be a StridedMemoryView, got {type(view).__name__}"
+            ) from None
         self.view = view
-
-    @property
-    def _numba_type_(self):
-        return view_numba_type(self.view, boundscheck=True)
+        self._numba_type_ = numba_type
 
     def __getattr__(self, name):
-        return getattr(self.view, name)
+        return getattr(object.__getattribute__(self, "view"), name)
+
+    def __repr__(self):
+        return f"BoundsCheckedView({self.view!r})"

@@ -1293,14 +1293,33 @@ class StridedLayout:
     @property
     def _numba_type_(self):
         """The Numba type of this layout (lets ``@njit`` code take layouts as arguments)."""
-        from ._numba_layout import layout_type
+        try:
+            return _NUMBA_TYPES[len(self._shape)]
+        except IndexError:  # first use: the types are made by layoutkit._numba_layout
+            return _numba_types()[len(self._shape)]
 
-        return layout_type(len(self._shape))
+    @classmethod
+    def _numba_box(cls, shape, strides, itemsize, slice_offset):
+        """A layout from int tuples computed by compiled code (OverflowError if they overflow)."""
+        return cls._checked(
+            shape, strides, itemsize, slice_offset, "layout returned from compiled code"
+        )
 
     def _repr_html_(self):
         from ._display import layout_html
 
         return layout_html(self)
+
+
+_NUMBA_TYPES = ()  # StridedLayoutType by ndim, for _numba_type_; filled on first use
+
+
+def _numba_types():
+    global _NUMBA_TYPES
+    from ._numba_layout import layout_type
+
+    _NUMBA_TYPES = tuple(layout_type(ndim) for ndim in range(MAX_NDIM + 1))
+    return _NUMBA_TYPES
 
 
 _SLOT_NAMES = frozenset(StridedLayout.__slots__)

@@ -132,6 +132,7 @@ class StridedMemoryView:
         "_record",  # the ImportRecord the view was made from (never changes)
         "_location",  # where the memory lives, once known (a record may leave it open)
         "_buffer",  # Buffer, or None until made (only a made buffer can have been closed)
+        "_numba_record",  # what @njit code reads of the view (layoutkit._numba_view), or None
         "__weakref__",
     )
 
@@ -145,9 +146,11 @@ class StridedMemoryView:
         )
         if obj is None:
             self._record, self._location, self._buffer = _NO_RECORD, None, None
+            self._numba_record = None
             return
         other = type(self).from_any_interface(obj, stream_ptr)
         self._record, self._location, self._buffer = other._record, None, other._buffer
+        self._numba_record = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -157,6 +160,7 @@ class StridedMemoryView:
         self._record = record
         self._location = record.location
         self._buffer = buffer
+        self._numba_record = None
         if not record.readonly and not record.layout.is_unique:
             # aliasing views are read-only (NumPy's rule), but the memory is not: its
             # buffer, made first, stays writable for from_buffer(..., is_readonly=False)
@@ -726,9 +730,10 @@ class StridedMemoryView:
     @property
     def _numba_type_(self):
         """The Numba type of this view (lets ``@njit`` code take views as arguments)."""
-        from ._numba_view import view_numba_type
-
-        return view_numba_type(self)
+        record = self._numba_record
+        if record is None:
+            record = _numba_view_record(self)
+        return record[0]
 
     def __copy__(self):
         return self  # immutable: a copy is the view itself
@@ -865,6 +870,15 @@ def _borrowed_fields(view):
         return ptr, device, dtype_triple, 0, 0, 0
     address = view._record.layout._lay().buffer_info()[0]  # lives as long as the layout
     return ptr, device, dtype_triple, ndim, address, address + 8 * ndim
+
+
+def _numba_view_record(view):
+    """Make the record compiled code keeps on a view (numba is imported only here)."""
+    global _numba_view_record
+    from ._numba_view import view_record
+
+    _numba_view_record = view_record  # later calls skip the import statement
+    return view_record(view)
 
 
 class _ViewableArgument:

@@ -59,8 +59,8 @@ def test_scaled_copy_compiles_for_every_layout_kind(dtype, layout):
     source = view_type(dtype, 2, layout, readonly=True)
     destination = view_type(dtype, 2, layout)
     ptx = compile_kernel(scaled_copy, (source, destination, types.float32))
-    # a 2-d view is 6 parameters: data, 2 extents, 2 strides, offset
-    assert entry_parameter_count(ptx) == 6 + 6 + 1
+    # a 2-d view is 7 parameters: data, 2 extents, 2 strides, offset, limit
+    assert entry_parameter_count(ptx) == 7 + 7 + 1 == source.parameter_count * 2 + 1
 
 
 def test_c_layout_folds_the_innermost_stride():
@@ -99,16 +99,16 @@ def test_every_view_feature_compiles(boundscheck):
         types.int64,
     )
     ptx = compile_kernel(every_view_feature, argument_types)
-    assert entry_parameter_count(ptx) == 6 + 4 + 1
+    assert entry_parameter_count(ptx) == 7 + 5 + 1
 
 
 @pytest.mark.parametrize("ndim", [0, 1, 3, 8])
-def test_parameters_per_view_are_two_per_axis_plus_two(ndim):
+def test_parameters_per_view_are_two_per_axis_plus_three(ndim):
     namespace = {}
     index = "(" + "".join("0, " for _ in range(ndim)) + ")"
     exec(f"def store(view):\n    view[{index}] = view[{index}] + 1", namespace)
     ptx = compile_kernel(namespace["store"], (view_type("i4", ndim, "A"),))
-    assert entry_parameter_count(ptx) == 2 * ndim + 2
+    assert entry_parameter_count(ptx) == 2 * ndim + 3
 
 
 @pytest.mark.parametrize("dtype", [np.bool_, np.uint64, np.complex128, np.float16])
@@ -133,10 +133,10 @@ def test_extension_passes_other_arguments_through():
 
 
 def test_extension_flattens_prepared_views():
-    argument = LaunchArgument(view_type("f4", 2, "A"), (1024, 2, 3, 3, 1, 0))
+    argument = LaunchArgument(view_type("f4", 2, "A"), (1024, 2, 3, 3, 1, 0, 6))
     parameter_type, values = extension.prepare_args(argument._numba_type_, argument)
-    assert values == (1024, 2, 3, 3, 1, 0)
-    assert len(parameter_type) == 6 and all(isinstance(t, types.CPointer) for t in parameter_type)
+    assert values == (1024, 2, 3, 3, 1, 0, 6)
+    assert len(parameter_type) == 7 and all(isinstance(t, types.CPointer) for t in parameter_type)
 
 
 def test_extension_refuses_host_only_views():
@@ -164,7 +164,7 @@ def test_view_type_is_registered_for_cuda_typing():
 def test_prepare_rejects_unsupported_argument_types():
     from layoutkit.cuda._launcher import _parameter_format
 
-    assert _parameter_format(view_type("f4", 3, "A")) == ("q" * 8, True)
+    assert _parameter_format(view_type("f4", 3, "A")) == ("q" * 9, True)
     assert _parameter_format(types.float32) == ("f4x", False)
     with pytest.raises(TypeError, match="prepare.. supports views and integer, float and bool"):
         _parameter_format(types.complex64)
@@ -193,16 +193,16 @@ def test_prepared_launch_packs_one_slot_per_kernel_parameter(monkeypatch):
     )
     argument_types = (view_type("f4", 2, "A"), types.float32, types.int64)
     launcher = PreparedLaunch(compiled, argument_types, (3, 2), 128, 0, 0)
-    view = LaunchArgument(argument_types[0], (4096, 5, 7, -7, 2, 9))
+    view = LaunchArgument(argument_types[0], (4096, 5, 7, -7, 2, 9, 40))
     launcher.launch_flat((view, 1.5, -3))
 
     (call,) = calls
     assert call[:9] == (("function", 77), 3, 2, 1, 128, 1, 1, 0, ("stream", 0))
-    pointers = (ctypes.c_void_p * 8).from_address(call[9])
+    pointers = (ctypes.c_void_p * 9).from_address(call[9])
     slots = [ctypes.string_at(pointer, 8) for pointer in pointers]
-    assert [struct.unpack("<q", slot)[0] for slot in slots[:6]] == [4096, 5, 7, -7, 2, 9]
-    assert struct.unpack("<f", slots[6][:4])[0] == 1.5
-    assert struct.unpack("<q", slots[7])[0] == -3
+    assert [struct.unpack("<q", slot)[0] for slot in slots[:7]] == [4096, 5, 7, -7, 2, 9, 40]
+    assert struct.unpack("<f", slots[7][:4])[0] == 1.5
+    assert struct.unpack("<q", slots[8])[0] == -3
 
 
 def test_bounds_check_errors_are_reported_by_the_kernel():
@@ -249,7 +249,7 @@ def test_view_records_are_made_once_and_closed_buffers_still_fail():
 
     view = _DeviceViewLike()
     first = view_record(view, "argument 0", 0)
-    assert first[1:] == (view_type("f4", 2, "C"), (4096, 2, 3, 3, 1, 0))
+    assert first[1:] == (view_type("f4", 2, "C"), (4096, 2, 3, 3, 1, 0, 6))
     assert view_record(view, "argument 0", 0) is first
     view._buffer = pytypes.SimpleNamespace(is_closed=True)
     with pytest.raises(BufferError, match="argument 0: the view's buffer is closed"):
@@ -274,4 +274,94 @@ def test_extension_accepts_bounds_checked_views(monkeypatch):
     numba_type = view._numba_type_
     assert numba_type == view_type("f4", 2, "C", boundscheck=True)
     _, values = extension.prepare_args(numba_type, view)
-    assert values == (4096, 2, 3, 3, 1, 0)
+    assert values == (4096, 2, 3, 3, 1, 0, 6)
+
+
+def view_checks(view, out, layout, i, step):
+    moved = view.with_layout(layout)
+    turned = view.permuted((i, 0))
+    out[0] = moved[0, 0] + turned[0, 0] + view[i, 0] + view[:, ::step][0, 0]
+
+
+def test_view_checks_raise_from_the_kernel_itself():
+    """with_layout, permuted, indices and slices raise in the kernel (reported in debug)."""
+    from numba.cuda.compiler import compile_cuda
+
+    from layoutkit._numba_layout import layout_type
+
+    checked = view_type("f8", 2, "A", boundscheck=True)
+    result = compile_cuda(
+        view_checks, types.void,
+        (checked, view_type("f8", 1, "C"), layout_type(2), types.int64, types.int64),
+        debug=True, nvvm_options={"opt": 0, "g": None}, cc=CC,
+    )  # fmt: skip
+    raised = {(exc.__name__, args[0]) for exc, args, _ in result.call_helper.exceptions.values()}
+    for expected in [
+        ("ValueError", "with_layout: the layout's itemsize differs from the view's"),
+        ("ValueError", "with_layout: the layout reaches before the view's buffer"),
+        ("ValueError", "with_layout: the layout reaches past the end of the view's buffer"),
+        ("AxisError", "permuted: axis out of range"),
+        ("ValueError", "permuted: repeated axis"),
+        ("IndexError", "view index out of bounds on axis 0"),
+        ("ValueError", "slice step cannot be zero"),
+    ]:
+        assert expected in raised, expected
+
+
+def test_bfloat16_views_load_and_store_in_kernels():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from layoutkit._numba_view import numba_dtype
+
+    element = numba_dtype(np.dtype(ml_dtypes.bfloat16), for_cuda=True)
+    assert str(element) == "__nv_bfloat16"
+
+    def flip(view):
+        view[0] = view[1]
+
+    compile_kernel(flip, (strided_view_type(element, 1, "C"),))
+
+
+def test_float8_views_refuse_elements_in_kernels():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    from numba.core.errors import TypingError
+
+    from layoutkit._numba_view import numba_dtype
+
+    element = numba_dtype(np.dtype(ml_dtypes.float8_e4m3fn), for_cuda=True)
+
+    def shape_only(view, out):
+        out[0] = view.shape[0] + view.layout.itemsize
+
+    compile_kernel(shape_only, (strided_view_type(element, 1, "C"), view_type("i8", 1, "C")))
+
+    def flip(view):
+        view[0] = view[1]
+
+    with pytest.raises(TypingError, match="elements of a float8_e4m3fn view cannot be read"):
+        compile_kernel(flip, (strided_view_type(element, 1, "C"),))
+
+
+def test_bounds_checked_views_are_typed_for_cuda():
+    from numba.cuda.typing.typeof import Purpose, typeof
+
+    from layoutkit import BoundsCheckedView
+
+    view = StridedMemoryView.from_array_interface(np.zeros((2, 3), np.float32))
+    assert typeof(BoundsCheckedView(view), Purpose.argument) == view_type(
+        "f4", 2, "C", boundscheck=True
+    )
+
+
+def test_layout_arguments_are_flattened_into_parameters():
+    from layoutkit._numba_layout import layout_type
+    from layoutkit.layout import StridedLayout
+
+    def volume(layout, out):
+        out[0] = layout.volume + layout.slice_offset
+
+    ptx = compile_kernel(volume, (layout_type(3), view_type("i8", 1, "C")))
+    assert entry_parameter_count(ptx) == (2 * 3 + 2) + 5
+    layout = StridedLayout.dense((2, 3, 4), 8)[1:, ::-1]
+    parameter_type, values = extension.prepare_args(layout_type(3), layout)
+    assert values == (1, 3, 4, 12, -4, 1, 8, 20)
+    assert len(parameter_type) == 8

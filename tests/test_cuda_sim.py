@@ -125,3 +125,54 @@ def test_reads_and_writes_match_numpy(shape, index, order):
     expected[(*index, ...)].transpose(order)[...] = values.reshape(array.shape)
     flat_kernel(array.ndim, "write")[blocks_for(array.size)](host_view(array), host_view(values))
     np.testing.assert_array_equal(base, expected)
+
+
+@in_simulator
+def test_checks_of_transforms_raise_in_simulated_kernels():
+    from helpers.kernels import move_to, permute_first, read_row
+
+    from layoutkit import AxisError
+    from layoutkit.layout import StridedLayout
+
+    view = host_view(np.zeros((2, 3)))
+    out = host_view(np.zeros(1))
+    # permuted is the Python layout's own, with its messages
+    with pytest.raises(ValueError) as repeated:
+        permute_first[1, 1](view, 0)
+    assert not isinstance(repeated.value, AxisError)
+    with pytest.raises(AxisError):
+        permute_first[1, 1](view, 5)
+    with pytest.raises(ValueError, match="with_layout: the layout reaches past the end"):
+        move_to[1, 1](view, StridedLayout.dense((3, 3), 8))
+    with pytest.raises(ValueError, match="with_layout: the layout's itemsize differs"):
+        move_to[1, 1](view, StridedLayout.dense((2, 3), 4))
+    with pytest.raises(IndexError, match="view index out of bounds on axis 0"):
+        read_row[1, 1](view, 2, out)
+
+
+@in_simulator
+@pytest.mark.parametrize(
+    "index",
+    [
+        (slice(None, None, -2), 1),
+        (None, Ellipsis, slice(1, None)),
+        (-1,),
+        (slice(5, 1, -1), slice(None)),
+        (Ellipsis,),
+        (0, None, 2),
+    ],
+)
+def test_simulated_views_index_as_compiled_code_does(index):
+    """The simulator's view and an @njit view give the same sub-view for every index."""
+    from numba import njit
+
+    from layoutkit.cuda import SimulatedView
+
+    array = np.arange(42.0).reshape(6, 7)[::-1, 1:]
+    view = host_view(array)
+    compiled = njit(lambda v, index: v[index])(view, index)
+    simulated = SimulatedView.from_view(view)[index]
+    assert simulated.shape == compiled.shape
+    assert simulated.strides == compiled.strides
+    assert simulated.layout == compiled.layout
+    np.testing.assert_array_equal(np.asarray(compiled), array[index])

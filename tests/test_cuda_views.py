@@ -249,3 +249,52 @@ def test_view_kernels_under_compute_sanitizer_memcheck():
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert "ERROR SUMMARY: 0 errors" in result.stdout + result.stderr
+
+
+def test_debug_kernels_report_the_checks_of_transforms():
+    @layoutkit.cuda.jit(debug=True, opt=False)
+    def permute(view, first):
+        view.permuted((first, 0))
+
+    @layoutkit.cuda.jit(debug=True, opt=False)
+    def move(view, layout):
+        view.with_layout(layout)
+
+    buffer, _ = device_copy_of(np.zeros((2, 3)))
+    view = device_view(buffer, StridedLayout.dense((2, 3), 8), np.float64)
+    with pytest.raises(ValueError, match="permuted: repeated axis"):
+        permute[1, 1](view, 0)
+    with pytest.raises(IndexError, match="permuted: axis out of range"):
+        permute[1, 1](view, 5)
+    with pytest.raises(ValueError, match="with_layout: the layout reaches past the end"):
+        move[1, 1](view, StridedLayout.dense((3, 3), 8))
+
+
+def test_failed_checks_stop_the_thread_without_debug():
+    from helpers.kernels import read_row
+
+    buffer, _ = device_copy_of(np.arange(6.0))
+    view = device_view(buffer, StridedLayout.dense((2, 3), 8), np.float64)
+    out_buffer, read_out = device_copy_of(np.array([-1.0]))
+    out = device_view(out_buffer, StridedLayout.dense((1,), 8), np.float64)
+    checked = layoutkit.cuda.jit(boundscheck=True)(read_row.dispatcher.py_func)
+    checked[1, 1](view, 99, out)  # no report without debug=True, but no read or write
+    cuda.synchronize()
+    assert read_out().tolist() == [-1.0]
+    checked[1, 1](view, 1, out)
+    cuda.synchronize()
+    assert read_out().tolist() == [3.0]
+
+
+def test_layouts_built_in_kernels():
+    @layoutkit.cuda.jit
+    def build(out, n):
+        if cuda.grid(1) == 0:
+            a = StridedLayout.dense((n, 3), 4, "F")
+            b = StridedLayout((n, 3), (1, n), 4)
+            out[0] = (a == b) + 10 * a.volume + 100 * a.strides[1]
+
+    out_buffer, read_out = device_copy_of(np.zeros(1, np.int64))
+    build[1, 1](device_view(out_buffer, StridedLayout.dense((1,), 8), np.int64), 5)
+    cuda.synchronize()
+    assert read_out().tolist() == [1 + 10 * 15 + 100 * 5]

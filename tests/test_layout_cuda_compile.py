@@ -4,8 +4,10 @@ import types
 
 import pytest
 
+from layoutkit import StridedLayout
+
 cuda = pytest.importorskip("numba.cuda")
-make_layout = None  # bound to layoutkit._numba_layout.make_layout by the test that uses it
+pytest.importorskip("layoutkit.cuda")  # registers layouts and views with numba-cuda
 
 
 @pytest.fixture
@@ -64,16 +66,62 @@ def test_every_overload_compiles_for_cuda(compile_ptx):
     assert "malloc" not in ptx
 
 
-def _make_and_use(out, n):
-    layout = make_layout((n, 3), (3, 1), 4, 0)
-    out[0] = layout.is_contiguous_c + layout.volume
+def _constructors(out, n, m):
+    a = StridedLayout((n, 3), (3, 1), 4)
+    b = StridedLayout((n, 3), None, 4)
+    c = StridedLayout((n, 3), (12, 4), 4, True)
+    d = StridedLayout.dense((n, 3), 4, "F")
+    e = StridedLayout.dense((n, m), 8, (1, 0))
+    f = StridedLayout.dense_like(e, "C")
+    out[0] = (a == b) + (a != c) + (c == b) + d.is_contiguous_f + e.volume + f.strides[0]
 
 
-def test_layouts_built_in_a_kernel(compile_ptx):
+def test_constructors_and_equality_compile_for_cuda(compile_ptx):
     from numba import types as nt
 
-    global make_layout
-    from layoutkit._numba_layout import make_layout
+    ptx, _ = compile_ptx(_constructors, (nt.int64[:], nt.int64, nt.int32))
+    assert ".visible .entry" in ptx and "malloc" not in ptx
 
-    ptx, _ = compile_ptx(_make_and_use, (nt.int64[:], nt.int64))
-    assert ".visible .entry" in ptx
+
+def _every_check(out, layout, i, size):
+    # every method that checks its arguments, with run-time values that may fail
+    p = layout.permuted((i, 0, 1))
+    r = layout.reshaped((i, -1))
+    b = layout.broadcast_to((i, 2, 3, 4))
+    u = layout.unsqueezed(i)
+    k = layout.repacked(size, 0, i)
+    m = layout.max_compatible_itemsize(size, 0, i)
+    d = layout.to_dense((i, 1, 0))
+    s = StridedLayout.dense((i, 2), size, (i, 0))
+    out[0] = p.volume + r.volume + b.volume + u.volume + k.volume + m + d.volume + s.volume
+    out[1] = layout.offset_of((i, 0, 0)) + layout[i, 1:].volume + layout.required_size_in_bytes()
+
+
+def test_checks_raise_from_the_kernel_itself(compile_ptx):
+    """Every check is in the kernel's own exception table, so debug launches report it."""
+    from numba import types as nt
+    from numba.cuda.compiler import compile_cuda
+
+    from layoutkit._numba_layout import layout_type
+
+    result = compile_cuda(
+        _every_check, nt.void, (nt.int64[:], layout_type(3), nt.int64, nt.int64),
+        debug=True, nvvm_options={"opt": 0, "g": None}, cc=(9, 0),
+    )  # fmt: skip
+    raised = {(exc.__name__, args[0]) for exc, args, _ in result.call_helper.exceptions.values()}
+    for expected in [
+        ("AxisError", "permuted: axis out of range"),
+        ("ValueError", "permuted: repeated axis"),
+        ("ValueError", "reshaped: the volumes differ"),
+        ("ValueError", "broadcast_to: extents do not match"),
+        ("AxisError", "unsqueezed: axis out of range"),
+        ("ValueError", "repacked: the new itemsize is not a multiple of the old one"),
+        ("ValueError", "max_compatible_itemsize: max_itemsize is smaller than the itemsize"),
+        ("ValueError", "to_dense: repeated axis"),
+        ("ValueError", "StridedLayout.dense: repeated axis"),
+        ("AxisError", "offset_of: index out of bounds on axis 0"),
+        ("AxisError", "index out of bounds on axis 0"),
+        ("ValueError", "required_size_in_bytes: the layout reaches before its start: the size "
+         "it needs is ambiguous"),
+    ]:
+        assert expected in raised, expected

@@ -12,13 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import njit
 from numba.core.errors import TypingError
+from numba.typed import List
 
-from layoutkit._numba_view import (
-    BoundsCheckedView,
-    StridedViewType,
-    check_view_accessible,
-    view_numba_type,
-)
+from layoutkit import AxisError, BoundsCheckedView
+from layoutkit._numba_view import StridedViewType, check_view_accessible, view_numba_type
 from layoutkit.layout import StridedLayout
 from layoutkit.memory import HostMemoryResource
 from layoutkit.memoryview import StridedMemoryView
@@ -234,7 +231,7 @@ def too_many_indices(view):
 
 
 def test_too_many_indices_is_a_typing_error():
-    with pytest.raises(TypingError, match="too many indices for a 2-d view"):
+    with pytest.raises(TypingError, match="too many indices: 3 for 2 dimensions"):
         too_many_indices(host_view(np.zeros((2, 2))))
 
 
@@ -369,12 +366,25 @@ def permuted_item(view, first_axis):
     return view.permuted((first_axis, 0))[0, 1]
 
 
-def test_bounds_checked_permutation():
+def test_permutations_are_checked_as_in_python():
     array = np.arange(6.0).reshape(2, 3)
-    checked = BoundsCheckedView(host_view(array))
-    assert permuted_item(checked, -1) == array.T[0, 1]
-    with pytest.raises(IndexError, match=r"permuted: axis_order\[0\] is out of range for a 2-d"):
-        permuted_item(checked, 2)
+    for view in (host_view(array), BoundsCheckedView(host_view(array))):
+        assert permuted_item(view, -1) == array.T[0, 1]
+        with pytest.raises(AxisError, match="permuted: axis out of range"):
+            permuted_item(view, 2)  # (2, 0): was read past the end
+        with pytest.raises(ValueError, match="permuted: repeated axis"):
+            permuted_item(view, 0)  # (0, 0): was a garbage shape
+        for order in ((0, 0), (2, 0)):  # the Python layout raises the same classes
+            with pytest.raises(type(_raised(lambda o=order, v=view: v.layout.permuted(o)))):
+                permuted_item(view, order[0])
+
+
+def _raised(function):
+    try:
+        function()
+    except Exception as error:
+        return error
+    raise AssertionError("expected an exception")
 
 
 def test_views_are_typed_without_importing_layoutkit_cuda():
@@ -404,3 +414,298 @@ def test_views_are_typed_without_importing_layoutkit_cuda():
         """
     )
     subprocess.run([sys.executable, "-c", script], check=True)
+
+
+# ---------------------------------------------------------------------------------------
+# views returned to Python
+
+
+@njit(cache=True)
+def same_view(view):
+    return view
+
+
+@njit(cache=True)
+def reversed_rows(view):
+    return view[::-1]
+
+
+@njit(cache=True)
+def last_row(view):
+    return view[-1]
+
+
+@njit(cache=True)
+def first_column_as_row(view):
+    return view[None, ..., 0]
+
+
+def test_a_view_returned_unchanged_is_the_argument():
+    view = host_view(np.arange(6.0).reshape(2, 3))
+    assert same_view(view) is view
+    checked = BoundsCheckedView(view)
+    returned = same_view(checked)
+    assert isinstance(returned, BoundsCheckedView) and returned.view is view
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(numpy_views(max_ndim=3).filter(lambda case: case[1](case[0]).ndim >= 1))
+def test_returned_views_match_numpy(case):
+    base, make = case
+    array = make(base)
+    view = host_view(array)
+    cases = [(reversed_rows, array[::-1])]
+    # compiled code checks indices only when asked (see the boundscheck tests)
+    if array.shape[-1]:
+        cases.append((first_column_as_row, array[None, ..., 0]))
+    if array.shape[0]:
+        cases.append((last_row, array[-1]))
+    for function, expected in cases:
+        returned = function(view)
+        if not isinstance(expected, np.ndarray):  # an element: view[-1] of a 1-d view
+            assert returned == expected
+            continue
+        assert isinstance(returned, StridedMemoryView)
+        assert returned.shape == expected.shape
+        assert returned.readonly == view.readonly
+        np.testing.assert_array_equal(np.asarray(returned), expected)
+
+
+def test_a_returned_view_keeps_its_memory_alive():
+    import gc
+    import weakref
+
+    def make():
+        array = np.arange(24.0).reshape(4, 6)
+        return reversed_rows(host_view(array)), weakref.ref(array)
+
+    returned, array_ref = make()
+    gc.collect()
+    assert array_ref() is not None  # the returned view still owns the memory
+    np.testing.assert_array_equal(np.asarray(returned), np.arange(24.0).reshape(4, 6)[::-1])
+    del returned
+    gc.collect()
+    assert array_ref() is None  # and nothing else does
+
+
+@njit(cache=True)
+def stored_then_returned(view):
+    keep = List()
+    keep.append(view[1:])
+    return keep[0]
+
+
+def test_views_in_compiled_containers_stay_valid():
+    array = np.arange(5.0)
+    np.testing.assert_array_equal(np.asarray(stored_then_returned(host_view(array))), array[1:])
+
+
+# ---------------------------------------------------------------------------------------
+# with_layout is checked as StridedMemoryView.view(layout) is
+
+
+@njit(cache=True)
+def with_layout(view, layout):
+    return view.with_layout(layout)
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        (StridedLayout.dense((4, 4), 8), "reaches past the end of the view's buffer"),
+        (StridedLayout.dense((3, 4), 4), "the layout's itemsize differs from the view's"),
+        (StridedLayout((3,), (-1,), 8), "reaches before the view's buffer"),
+    ],
+)
+def test_with_layout_refuses_layouts_outside_the_buffer(layout, message):
+    view = host_view(np.arange(12.0).reshape(3, 4))
+    with pytest.raises(ValueError, match=f"with_layout: .*{message}"):
+        with_layout(view, layout)
+    with pytest.raises(ValueError):  # the Python view refuses it too
+        view.view(layout)
+    with pytest.raises(ValueError, match=message):  # bounds-checked views as well
+        with_layout(BoundsCheckedView(view), layout)
+
+
+def test_with_layout_gives_the_view_python_gives():
+    view = host_view(np.arange(12.0).reshape(3, 4))
+    for layout in (
+        StridedLayout.dense((12,), 8)[::-1],
+        StridedLayout.dense((4, 3), 8).permuted((1, 0)),
+        StridedLayout.dense((0, 5), 8),
+    ):
+        returned = with_layout(view, layout)
+        np.testing.assert_array_equal(np.asarray(returned), np.asarray(view.view(layout)))
+
+
+# ---------------------------------------------------------------------------------------
+# bounds checking: boundscheck=True, NUMBA_BOUNDSCHECK=1 and BoundsCheckedView
+
+
+@njit(boundscheck=True)
+def load_checked(view, i):
+    return view[i]
+
+
+def test_boundscheck_true_checks_view_indices_like_ndarray_indices():
+    view = host_view(np.arange(3.0))
+    assert load_checked(view, -1) == 2.0
+    with pytest.raises(IndexError, match="view index out of bounds on axis 0"):
+        load_checked(view, 100)
+    with pytest.raises(IndexError):  # as for an ndarray
+        load_checked(np.arange(3.0), 100)
+
+
+def test_numba_boundscheck_environment_variable_checks_view_indices():
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        from numba import njit
+        from layoutkit import StridedMemoryView
+
+        @njit
+        def load(v, i):
+            return v[i]
+
+        view = StridedMemoryView.from_array_interface(np.arange(3.0))
+        assert load(view, 2) == 2.0
+        try:
+            load(view, 100)
+        except IndexError as error:
+            print("IndexError:", error)
+        """
+    )
+    import os
+
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True,
+        env=dict(os.environ, NUMBA_BOUNDSCHECK="1"),
+    )  # fmt: skip
+    assert result.stdout.strip() == "IndexError: view index out of bounds on axis 0"
+
+
+def test_bounds_checked_view_is_public_and_refuses_non_views():
+    import layoutkit
+
+    assert layoutkit.BoundsCheckedView is BoundsCheckedView
+    assert "BoundsCheckedView" in layoutkit.__all__
+    with pytest.raises(TypeError, match="view must be a StridedMemoryView, got list"):
+        BoundsCheckedView([1, 2, 3])
+    checked = BoundsCheckedView(host_view(np.arange(3.0)))
+    assert BoundsCheckedView(checked).view is checked.view
+    assert checked.shape == (3,) and checked._numba_type_.boundscheck
+
+
+# ---------------------------------------------------------------------------------------
+# element types: what works in @njit for every dtype layoutkit supports
+
+
+@njit
+def describe_any(view):
+    return view.shape, view.strides, view.layout.itemsize
+
+
+@njit
+def copy_first(source, destination):
+    destination[0] = source[1]
+
+
+NUMPY_DTYPES = [
+    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+    np.uint64, np.float32, np.float64, np.complex64, np.complex128,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_numpy_dtypes_load_and_store(dtype):
+    source = (np.arange(4) % 2).astype(dtype)
+    destination = np.zeros(4, dtype)
+    copy_first(host_view(source), host_view(destination))
+    assert destination[0] == source[1]
+    assert describe_any(host_view(source)) == ((4,), (1,), np.dtype(dtype).itemsize)
+
+
+def _ml_dtypes():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    return [getattr(ml_dtypes, name) for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")]
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_dtypes_without_cpu_arithmetic_type_and_refuse_elements_in_one_line(name):
+    dtype = np.float16 if name == "float16" else getattr(pytest.importorskip("ml_dtypes"), name)
+    array = np.zeros(4, dtype)
+    # shape, strides and layout work; element access is a one-line typing error saying why
+    assert describe_any(host_view(array)) == ((4,), (1,), array.itemsize)
+    with pytest.raises(TypingError) as info:
+        copy_first(host_view(array), host_view(array))
+    (line,) = [line for line in str(info.value).splitlines() if name in line]
+    assert "cannot be read or written" in line and "view.view(dtype=numpy.uint" in line
+
+
+def test_views_without_dtype_are_refused_with_a_clear_error():
+    buffer = HostMemoryResource().allocate(16)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((2,), 8))
+    with pytest.raises(TypeError, match="a view without a dtype cannot be passed to compiled code"):
+        describe_any(view)
+
+
+def test_calls_and_returned_views_leak_no_reference():
+    import subprocess
+    import sys
+    import textwrap
+
+    # NRT's allocation counters are on only when the process starts with them
+    script = textwrap.dedent(
+        """
+        import gc, os, sys
+        import numpy as np
+        from numba import njit
+        from numba.core.runtime import rtsys
+        from layoutkit import StridedMemoryView
+
+        @njit
+        def derived(v):
+            return v[::-1], v.permuted((0,)), v
+
+        @njit
+        def nothing(v):
+            return v.shape[0]
+
+        array = np.arange(6.0)
+        view = StridedMemoryView.from_array_interface(array)
+        for function in (nothing, derived):
+            function(view)
+            gc.collect()
+            before = sys.getrefcount(view), sys.getrefcount(array), rtsys.get_allocation_stats()
+            for _ in range(50):
+                result = function(view)
+                del result
+            gc.collect()
+            after = sys.getrefcount(view), sys.getrefcount(array), rtsys.get_allocation_stats()
+            assert before[:2] == after[:2], (before, after)
+            assert after[2].mi_alloc - before[2].mi_alloc == after[2].mi_free - before[2].mi_free
+        print("ok")
+        """
+    )
+    import os
+
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True,
+        env=dict(os.environ, NUMBA_NRT_STATS="1"),
+    )  # fmt: skip
+    assert result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_a_tampered_record_is_refused_not_read():
+    view = host_view(np.arange(4.0))
+    describe(view)
+    view._numba_record = (view._numba_record[0], b"\0" * 8)  # too short for a 1-d view
+    with pytest.raises(TypeError, match="_numba_record of this StridedMemoryView object was not"):
+        describe(view)
+    view._numba_record = (view._numba_record[0], "not bytes")
+    with pytest.raises(TypeError, match="was not made by layoutkit"):
+        describe(view)

@@ -45,9 +45,9 @@ __all__ = [
 
 def _register():
     if not simulator_enabled():
-        from layoutkit.cuda._extension import register_cuda_typeof
+        from layoutkit.cuda._extension import register_cuda_support
 
-        register_cuda_typeof()
+        register_cuda_support()
 
 
 _register()

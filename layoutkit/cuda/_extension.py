@@ -1,17 +1,19 @@
-"""numba-cuda argument handler: turns view arguments into kernel parameters.
+"""numba-cuda argument handler: turns view and layout arguments into kernel parameters.
 
 numba-cuda calls ``prepare_args(ty, val, stream, retr)`` of every handler in a kernel's
 ``extensions=`` list for every argument at every launch (and, under the simulator, with
 ``ty=None``). For a view it returns the flattened struct model values
-``(data, *shape, *strides, offset)`` typed as a tuple of ``CPointer(int64)``: numba-cuda
-appends such values to the launch parameters as plain ints, without building a ctypes
-object per value. Everything else passes through untouched.
+``(data, *shape, *strides, offset, limit)``, for a ``StridedLayout``
+``(*shape, *strides, itemsize, slice_offset)``, typed as a tuple of ``CPointer(int64)``:
+numba-cuda appends such values to the launch parameters as plain ints, without building
+a ctypes object per value. Everything else passes through untouched.
 """
 
 from functools import cache
 
 from numba import types
 
+from layoutkit._numba_layout import StridedLayoutType
 from layoutkit._numba_view import StridedViewType, view_numba_type
 from layoutkit.cuda._records import view_record
 from layoutkit.cuda._simulator import SimulatedView
@@ -43,7 +45,7 @@ def _is_strided_memory_view(value):
 
 
 class ViewArgumentHandler:
-    """The ``extensions=`` entry that lets ``numba.cuda.jit`` kernels take views.
+    """The ``extensions=`` entry that lets ``numba.cuda.jit`` kernels take views and layouts.
 
     Use the module-level instance ``layoutkit.cuda.extension``.
     """
@@ -56,6 +58,9 @@ class ViewArgumentHandler:
             if _is_strided_memory_view(val):
                 return None, SimulatedView.from_view(val)
             return ty, val
+        if type(ty) is StridedLayoutType:
+            values = (*val._shape, *val._strides, val._itemsize, val._offset)
+            return _parameters_type(len(values)), values
         if type(ty) is not StridedViewType:
             return ty, val
         from layoutkit import _driver
@@ -72,10 +77,24 @@ def launch_argument(view, name, device_id, boundscheck=False):
     return LaunchArgument(numba_type, values)
 
 
-def register_cuda_typeof():
-    """Let numba-cuda's typing see ``StridedMemoryView`` arguments as views."""
+def register_cuda_support():
+    """Make layouts and views work in numba-cuda kernels (run once, on import of layoutkit.cuda).
+
+    Registers the typing of ``StridedMemoryView`` arguments (element types as numba-cuda
+    has them), the kernel-parameter data model of views and the inlined methods of layouts
+    and views, which numba-cuda does not take from Numba's own registries.
+    """
     from numba.cuda.typing.typeof import typeof_impl
 
+    from layoutkit._numba_checks import register_cuda_inline
+    from layoutkit._numba_view import BoundsCheckedView, register_cuda_model
     from layoutkit.memoryview import StridedMemoryView
 
-    typeof_impl.register(StridedMemoryView)(lambda view, context: view_numba_type(view))
+    typeof_impl.register(StridedMemoryView)(
+        lambda view, context: view_numba_type(view, for_cuda=True)
+    )
+    typeof_impl.register(BoundsCheckedView)(
+        lambda checked, context: view_numba_type(checked.view, boundscheck=True, for_cuda=True)
+    )
+    register_cuda_model()
+    register_cuda_inline()

@@ -46,7 +46,7 @@ def _parameter_format(argument_type):
     ('B7x', False)
     """
     if isinstance(argument_type, StridedViewType):
-        return "q" * (2 * argument_type.ndim + 2), True
+        return "q" * argument_type.parameter_count, True
     if argument_type in _SLOT_FORMATS:
         return _SLOT_FORMATS[argument_type], False
     if isinstance(argument_type, types.BaseTuple) and not isinstance(

@@ -43,7 +43,7 @@ def view_record(view, name, device_id):
             raise BufferError(f"{name}: the view's buffer is closed")
         return record
     check_view_accessible(view, name, True, device_id)
-    record = (weakref.ref(view), view_numba_type(view), view_arguments(view))
+    record = (weakref.ref(view), view_numba_type(view, for_cuda=True), view_arguments(view))
     if len(_records) >= _MAX_RECORDS:
         _records.clear()
     _records[id(view)] = record

@@ -1,13 +1,20 @@
 """Views under the CUDA simulator: a Python object with the compiled view's meaning.
 
 ``NUMBA_ENABLE_CUDASIM=1`` runs kernels as Python code, so a view argument must behave
-like the compiled :class:`~layoutkit._numba_view.StridedViewType` in plain Python: same
-indexing (negative indices count from the end, slices and ``None`` give sub-views), same
-``shape``/``strides`` (in elements)/``ndim``/``size``, ``permuted``, and no stores into
-read-only views.
+like the compiled :class:`~layoutkit._numba_view.StridedViewType` in plain Python. It has
+the same members (the buffer's elements, shape, strides, offset) and applies the same
+rules: an index is planned by :func:`layoutkit._numba_index.plan_for_values` (the
+planner compiled code types with), slices follow :func:`layoutkit._kernels.slice_axis`,
+``permuted`` and ``with_layout`` check their arguments as compiled code does. Every
+index is range-checked (``IndexError``), as compiled code does with ``boundscheck``.
 """
 
 import numpy as np
+
+from layoutkit import _kernels
+from layoutkit._numba_checks import status_error
+from layoutkit._numba_index import plan_for_values
+from layoutkit._numba_view import buffer_limit, fit_status
 
 
 class SimulatedView:
@@ -15,62 +22,71 @@ class SimulatedView:
 
     Parameters
     ----------
-    array : numpy.ndarray
-        The elements, aliased (not copied).
+    elements : numpy.ndarray
+        The 1-d array of the buffer's elements, aliased (not copied).
+    shape, strides : tuple of int
+        Extents and strides in elements.
+    offset : int
+        Offset of element ``(0, ..., 0)`` in ``elements`` (the layout's slice offset).
     readonly : bool
         Refuse stores.
-    slice_offset : int
-        ``slice_offset`` of ``array``'s first element in its buffer, in elements.
+    owner : object, optional
+        Kept alive with the view (what owns the memory).
 
     Examples
     --------
     >>> import numpy as np
-    >>> view = SimulatedView(np.arange(12.0).reshape(3, 4)[:, ::-2])
+    >>> from layoutkit import StridedMemoryView
+    >>> base = np.arange(12.0)
+    >>> view = SimulatedView.from_view(StridedMemoryView.from_array_interface(base))
+    >>> view = view.with_layout(view.layout.reshaped((3, 4)))[:, ::-2]
     >>> view.shape, view.strides, float(view[0, 0]), view[1:, 1].shape
     ((3, 2), (4, -2), 3.0, (2,))
     >>> view[-1, -1] = 7.0
-    >>> float(view[2, 1])
+    >>> float(base[9])
     7.0
     """
 
-    __slots__ = ("_array", "_readonly", "_slice_offset", "_owner")
+    __slots__ = ("_elements", "_shape", "_strides", "_offset", "_readonly", "_owner")
 
-    def __init__(self, array, readonly=False, slice_offset=0, owner=None):
-        self._array = array
+    def __init__(self, elements, shape, strides, offset, readonly=False, owner=None):
+        self._elements = elements
+        self._shape = tuple(shape)
+        self._strides = tuple(strides)
+        self._offset = int(offset)
         self._readonly = bool(readonly)
-        self._slice_offset = int(slice_offset)
         self._owner = owner  # keeps the memory alive
 
     @classmethod
     def from_view(cls, view):
         """Wrap a host-accessible ``StridedMemoryView`` without copying."""
         layout = view.layout
-        array = _aliasing_array(view.ptr, layout, np.dtype(view.dtype), view.readonly)
-        return cls(array, view.readonly, layout.slice_offset, owner=view)
-
-    def with_layout(self, layout):
-        """The view of the same memory with ``layout`` (same buffer, same itemsize)."""
-        shift = (layout.slice_offset - self._slice_offset) * self._array.itemsize
-        pointer = self._array.__array_interface__["data"][0] + shift
-        array = _aliasing_array(pointer, layout, self._array.dtype, self._readonly)
-        return SimulatedView(array, self._readonly, layout.slice_offset, owner=self)
+        dtype = np.dtype(view.dtype)
+        start = view.ptr - layout.slice_offset_in_bytes
+        elements = _aliasing_array(start, buffer_limit(view), dtype, view.readonly)
+        return cls(
+            elements, layout.shape, layout.strides, layout.slice_offset, view.readonly, view
+        )
 
     @property
     def shape(self):
-        return self._array.shape
+        return self._shape
 
     @property
     def strides(self):
-        itemsize = self._array.itemsize
-        return tuple(s // itemsize for s in self._array.strides)
+        """Strides in elements."""
+        return self._strides
 
     @property
     def ndim(self):
-        return self._array.ndim
+        return len(self._shape)
 
     @property
     def size(self):
-        return self._array.size
+        size = 1
+        for extent in self._shape:
+            size *= extent
+        return size
 
     @property
     def readonly(self):
@@ -78,44 +94,96 @@ class SimulatedView:
 
     @property
     def layout(self):
-        """The :class:`~layoutkit.StridedLayout` of this view, with its ``slice_offset``."""
+        """The :class:`~layoutkit.StridedLayout` of this view, relative to its buffer."""
         from layoutkit.layout import StridedLayout
 
-        return StridedLayout._trusted(
-            self.shape, self.strides, self._array.itemsize, self._slice_offset
+        return StridedLayout._numba_box(
+            self._shape, self._strides, self._elements.itemsize, self._offset
         )
 
+    def with_layout(self, layout):
+        """The view of the same buffer with ``layout`` (the checks of compiled code)."""
+        low, high = layout.offset_bounds
+        status = fit_status(
+            layout.itemsize, low, high, self._elements.itemsize, len(self._elements)
+        )
+        if status:
+            raise status_error(status, "with_layout")
+        return self._derived(layout.shape, layout.strides, layout.slice_offset)
+
     def permuted(self, axis_order):
-        """The view with its axes reordered (``numpy.transpose``)."""
-        array = self._array.transpose(axis_order)
-        return SimulatedView(array, self._readonly, self._slice_offset, owner=self)
+        """The view with its axes reordered (the layout's ``permuted``, checks included)."""
+        permuted = self.layout.permuted(axis_order)
+        return self._derived(permuted.shape, permuted.strides, permuted.slice_offset)
+
+    def _derived(self, shape, strides, offset):
+        return SimulatedView(self._elements, shape, strides, offset, self._readonly, self)
+
+    def _apply(self, index):
+        """(plan, element offset, shape, strides) of a basic index, as compiled code does."""
+        plan = plan_for_values(index, len(self._shape))
+        entries = index if type(index) is tuple else (index,)
+        offset = self._offset
+        shape, strides = [], []
+        axis = 0
+        for op, position in plan.steps:
+            if op == "new":
+                shape.append(1)
+                strides.append(0)
+                continue
+            extent, stride = self._shape[axis], self._strides[axis]
+            if op == "int":
+                value = int(entries[position])
+                value = value + extent if value < 0 else value
+                if not 0 <= value < extent:
+                    raise IndexError(f"view index out of bounds on axis {axis}")
+                offset += value * stride
+            elif op == "slice":
+                entry = entries[position]
+                step = 1 if entry.step is None else int(entry.step)
+                if step == 0:
+                    raise ValueError("slice step cannot be zero")
+                start, length = _kernels.slice_axis.py_func(
+                    extent, 0 if entry.start is None else int(entry.start),
+                    0 if entry.stop is None else int(entry.stop), step,
+                    entry.start is not None, entry.stop is not None,
+                )  # fmt: skip
+                offset += start * stride
+                shape.append(length)
+                strides.append(stride * step)
+            else:
+                shape.append(extent)
+                strides.append(stride)
+            axis += 1
+        return plan, offset, shape, strides
 
     def __getitem__(self, index):
-        result = self._array[index]
-        if not isinstance(result, np.ndarray):
-            return result
-        moved = result.__array_interface__["data"][0] - self._array.__array_interface__["data"][0]
-        offset = self._slice_offset + moved // max(self._array.itemsize, 1)
-        return SimulatedView(result, self._readonly, offset, owner=self)
+        plan, offset, shape, strides = self._apply(index)
+        if plan.is_element:
+            return self._elements[offset]
+        return self._derived(shape, strides, offset)
 
     def __setitem__(self, index, value):
         if self._readonly:
             raise TypeError("cannot store into this view: the view is read-only")
-        self._array[index] = value
+        plan, offset, _, _ = self._apply(index)
+        if not plan.is_element:
+            raise TypeError("only single elements can be assigned (the index selects a sub-view)")
+        self._elements[offset] = value
 
     def __repr__(self):
         return (
-            f"SimulatedView(shape={self.shape}, strides={self.strides}, dtype={self._array.dtype})"
+            f"SimulatedView(shape={self._shape}, strides={self._strides}, "
+            f"dtype={self._elements.dtype})"
         )
 
 
-def _aliasing_array(pointer, layout, dtype, readonly):
-    """A NumPy array over the memory at ``pointer`` with ``layout`` (strides in elements)."""
+def _aliasing_array(pointer, count, dtype, readonly):
+    """A 1-d NumPy array of ``count`` elements of ``dtype`` at ``pointer`` (not copied)."""
     interface = {
         "version": 3,
         "data": (pointer, bool(readonly)),
-        "shape": tuple(layout.shape),
-        "strides": tuple(s * dtype.itemsize for s in layout.strides),
+        "shape": (count,),
         "typestr": f"|V{dtype.itemsize}",
     }
     holder = type("_ArrayInterface", (), {"__array_interface__": interface})()

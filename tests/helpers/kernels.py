@@ -87,3 +87,24 @@ def flat_kernel(ndim, direction):
 
 def blocks_for(count, threads=64):
     return max((count + threads - 1) // threads, 1), threads
+
+
+@layoutkit.cuda.jit
+def permute_first(view, first):
+    """Permute ``view`` with axis order ``(first, 0)`` (a check that may fail)."""
+    if cuda.grid(1) == 0:
+        view.permuted((first, 0))
+
+
+@layoutkit.cuda.jit
+def move_to(view, layout):
+    """``view.with_layout(layout)`` (a check that may fail)."""
+    if cuda.grid(1) == 0:
+        view.with_layout(layout)
+
+
+@layoutkit.cuda.jit
+def read_row(view, i, out):
+    """out[0] = view[i, 0] (an index that may be out of range)."""
+    if cuda.grid(1) == 0:
+        out[0] = view[i, 0]

@@ -1,0 +1,213 @@
+"""Basic indexing in compiled code: one planner and one lowering, for layouts and views.
+
+An index is one entry or a tuple of entries: integers, slices, ``None`` (a new axis of
+extent 1) and at most one ``...``. Only the *kinds* of the entries decide the shape of the
+result, so :func:`plan_index` works on kinds: compiled code plans from the entry types
+when it is typed (:func:`plan_for_type`), the CUDA simulator from the entry values
+(:func:`plan_for_values`), and both apply the same plan.
+
+:func:`lower_index` emits the arithmetic of a plan in place, in the function being
+compiled (CPU or CUDA): a failed check raises there, so a kernel compiled with
+``debug=True`` reports it (an exception raised in a called device function would not be).
+Slices follow Python's ``slice.indices``, computed by :func:`layoutkit._kernels.slice_axis`,
+the same rule the Python ``StridedLayout`` uses.
+"""
+
+from functools import cache
+from typing import NamedTuple
+
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.errors import TypingError
+from numba.core.typing import signature
+
+from . import _kernels
+from ._numba_checks import checked_index, raise_in_place
+
+__all__ = ["IndexPlan", "lower_index", "plan_for_type", "plan_for_values", "plan_index"]
+
+
+class IndexPlan(NamedTuple):
+    """What an index does, axis by axis.
+
+    Attributes
+    ----------
+    steps : tuple of (str, int or None)
+        One ``(op, position)`` per consumed or created axis, in order: ``op`` is ``"int"``
+        (drop the axis at that index), ``"slice"``, ``"new"`` (insert an extent-1 axis) or
+        ``"keep"`` (an axis the index does not mention, ``position`` None); ``position``
+        is the entry's place in the index.
+    ndim : int
+        Number of dimensions of the result.
+    is_element : bool
+        Whether the index names one element (an integer for every axis and no ``...``),
+        as NumPy returns a scalar for ``a[1, 2]`` but a 0-d array for ``a[1, 2, ...]``.
+    """
+
+    steps: tuple
+    ndim: int
+    is_element: bool
+
+
+def plan_index(kinds, ndim):
+    """Plan an index whose entries have ``kinds`` for an operand of ``ndim`` dimensions.
+
+    Parameters
+    ----------
+    kinds : sequence of {"int", "slice", "new", "ellipsis"}
+    ndim : int
+
+    Raises
+    ------
+    IndexError
+        For two ellipses, or more integers and slices than dimensions.
+
+    Examples
+    --------
+    >>> plan_index(("int", "ellipsis", "new"), 3)
+    IndexPlan(steps=(('int', 0), ('keep', None), ('keep', None), ('new', 2)), ndim=3, is_element=False)
+    >>> plan_index(("int", "int"), 2).is_element
+    True
+    """
+    consumed = sum(kind == "int" or kind == "slice" for kind in kinds)
+    ellipses = sum(kind == "ellipsis" for kind in kinds)
+    if ellipses > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > ndim:
+        raise IndexError(f"too many indices: {consumed} for {ndim} dimensions")
+    rest = (("keep", None),) * (ndim - consumed)
+    steps = []
+    for position, kind in enumerate(kinds):
+        if kind == "ellipsis":
+            steps.extend(rest)
+        else:
+            steps.append((kind, position))
+    if not ellipses:
+        steps.extend(rest)
+    result_ndim = sum(op != "int" for op, _ in steps)
+    return IndexPlan(tuple(steps), result_ndim, result_ndim == 0 and not ellipses)
+
+
+def _entries(index, is_tuple):
+    return tuple(index) if is_tuple else (index,)
+
+
+@cache
+def plan_for_type(index_type, ndim):
+    """The plan of a Numba index type (a type or a tuple type); TypingError if unsupported."""
+    kinds = []
+    for entry in _entries(index_type, isinstance(index_type, types.BaseTuple)):
+        if isinstance(entry, types.Integer):
+            kinds.append("int")
+        elif isinstance(entry, types.SliceType):
+            kinds.append("slice")
+        elif isinstance(entry, types.NoneType):
+            kinds.append("new")
+        elif isinstance(entry, types.EllipsisType):
+            kinds.append("ellipsis")
+        else:
+            raise TypingError(
+                f"index entries must be integers, slices, None or ..., got {entry} "
+                "(compiled code has basic indexing only)"
+            )
+    try:
+        return plan_index(kinds, ndim)
+    except IndexError as error:
+        raise TypingError(str(error)) from None
+
+
+def plan_for_values(index, ndim):
+    """The plan of a Python index value (as ``plan_for_type`` for its types).
+
+    Raises
+    ------
+    TypeError
+        For an entry that is not an integer, a slice, None or Ellipsis (booleans
+        included: NumPy reads them as masks).
+    IndexError
+        As :func:`plan_index`.
+    """
+    kinds = []
+    for entry in _entries(index, type(index) is tuple):
+        if entry is None:
+            kinds.append("new")
+        elif entry is Ellipsis:
+            kinds.append("ellipsis")
+        elif isinstance(entry, slice):
+            kinds.append("slice")
+        elif hasattr(entry, "__index__") and not isinstance(entry, bool):
+            kinds.append("int")
+        else:
+            raise TypeError(
+                f"index entries must be integers, slices, None or ..., got {entry!r}"
+            )
+    return plan_index(kinds, ndim)
+
+
+# ---------------------------------------------------------------------------------------
+# lowering
+
+
+_SLICE_AXIS_SIGNATURE = signature(
+    types.UniTuple(types.int64, 2), *(types.int64,) * 4, types.boolean, types.boolean
+)
+
+
+def lower_index(context, builder, plan, index_type, index, shape, strides, check, exc, what):
+    """Emit a planned basic index: returns (element offset, new shape, new strides).
+
+    Parameters
+    ----------
+    plan : IndexPlan
+    index_type, index : numba type and LLVM value of the index
+    shape, strides : lists of int64 LLVM values (strides in elements)
+    check : bool
+        Range-check integer entries (``exc`` with a message naming the axis).
+    exc : type
+        Exception class for an out-of-range integer.
+    what : str
+        How messages name the operand, e.g. ``"view index"``.
+    """
+    int64 = ir.IntType(64)
+    is_tuple = isinstance(index_type, types.BaseTuple)
+    entry_types = _entries(index_type, is_tuple)
+    entries = cgutils.unpack_tuple(builder, index, len(entry_types)) if is_tuple else [index]
+    offset = ir.Constant(int64, 0)
+    new_shape, new_strides = [], []
+    axis = 0
+    for op, position in plan.steps:
+        if op == "new":
+            new_shape.append(ir.Constant(int64, 1))
+            new_strides.append(ir.Constant(int64, 0))  # NumPy's stride for a new axis
+            continue
+        extent, stride = shape[axis], strides[axis]
+        if op == "int":
+            value = checked_index(
+                context, builder, entries[position], entry_types[position], extent, check,
+                exc, f"{what} out of bounds on axis {axis}",
+            )  # fmt: skip
+            offset = builder.add(offset, builder.mul(value, stride))
+        elif op == "slice":
+            slice_type = entry_types[position]
+            sl = context.make_helper(builder, slice_type, entries[position])
+            step = sl.step if slice_type.has_step else ir.Constant(int64, 1)
+            with cgutils.if_unlikely(builder, cgutils.is_scalar_zero(builder, step)):
+                raise_in_place(context, builder, ValueError, "slice step cannot be zero")
+            yes = ir.Constant(ir.IntType(1), 1)
+            # numba gives a missing start/stop a value that clamps to the same bound
+            start, length = cgutils.unpack_tuple(
+                builder,
+                context.compile_internal(
+                    builder, _kernels.slice_axis.py_func, _SLICE_AXIS_SIGNATURE,
+                    (extent, sl.start, sl.stop, step, yes, yes),
+                ),
+                2,
+            )  # fmt: skip
+            new_shape.append(length)
+            new_strides.append(builder.mul(stride, step))
+            offset = builder.add(offset, builder.mul(start, stride))
+        else:
+            new_shape.append(extent)
+            new_strides.append(stride)
+        axis += 1
+    return offset, new_shape, new_strides
