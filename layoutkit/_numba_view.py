@@ -280,10 +280,12 @@ _VIEW_TYPES = {}
 def buffer_limit(view):
     """Elements of the view's buffer: every layout of the view lies in ``[0, limit)``.
 
-    The buffer made on demand for an imported view ends after the view's last element.
+    ``view`` is a view or the import record of one (a kernel argument converted straight
+    from a producer). The buffer made on demand for an imported view ends after the
+    view's last element.
     """
     layout = view.layout
-    buffer = view._buffer  # only a buffer already made can be larger than the layout
+    buffer = getattr(view, "_buffer", None)  # only a buffer already made can be larger
     if buffer is not None:
         return buffer.size // layout.itemsize
     return layout.max_offset + 1
