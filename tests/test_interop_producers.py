@@ -339,7 +339,7 @@ def test_kernel_arguments_from_device_records(monkeypatch):
     kernel = ViewKernel(types.SimpleNamespace(targetoptions={}))
     (argument,) = kernel.launch_arguments((DeviceTensor(),))
     view = StridedMemoryView.from_dlpack(a[:, ::2])
-    assert argument.values == (a.ctypes.data, 3, 2, 4, 2, 0)
+    assert argument.values == (a.ctypes.data, 3, 2, 4, 2, 0, 11)  # ..., offset, limit
     assert argument._numba_type_ == view_numba_type(view)
 
 
