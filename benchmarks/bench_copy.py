@@ -12,41 +12,11 @@ import argparse
 import time
 
 import numpy as np
+from _views import device_view as cupy_view
+from _views import host_view, torch_view
 
 from layoutkit.copy import copy
 from layoutkit.copy.plan import plan_copy
-from layoutkit.layout import StridedLayout
-
-
-class _View:
-    """The view attributes ``layoutkit.copy`` reads, for an array of any library."""
-
-    def __init__(self, ptr, shape, byte_strides, dtype, device_accessible, device_id):
-        self.ptr = ptr
-        self.layout = StridedLayout(shape, byte_strides, dtype.itemsize, divide_strides=True)
-        self.dtype = dtype
-        self.readonly = False
-        self.is_device_accessible = device_accessible
-        self.device_id = device_id
-
-
-def host_view(array):
-    return _View(array.__array_interface__["data"][0], array.shape, array.strides, array.dtype,
-                 False, -1)  # fmt: skip
-
-
-def cupy_view(array):
-    return _View(array.data.ptr, array.shape, array.strides, np.dtype(array.dtype), True,
-                 array.device.id)  # fmt: skip
-
-
-def torch_view(tensor, pinned=False):
-    itemsize = tensor.element_size()
-    dtype = np.dtype(str(tensor.dtype).replace("torch.", "").replace("bool", "?"))
-    strides = tuple(s * itemsize for s in tensor.stride())
-    on_device = tensor.is_cuda or pinned
-    device_id = tensor.device.index if tensor.is_cuda else -1
-    return _View(tensor.data_ptr(), tuple(tensor.shape), strides, dtype, on_device, device_id)
 
 
 def method_of(dst, src):

@@ -36,6 +36,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from _views import device_view as cupy_view  # noqa: E402
+from _views import host_view, pinned_view  # noqa: E402
 from helpers.copy_cases import SPEC_DTYPES, random_pair_spec  # noqa: E402
 
 from layoutkit import StridedLayout  # noqa: E402
@@ -50,28 +52,6 @@ def say(text="", log_only=False):
     LOG.append(text)
     if not log_only:
         print(text, flush=True)
-
-
-class View:
-    """The view attributes ``layoutkit.copy`` reads, for an array of any library."""
-
-    def __init__(self, ptr, shape, byte_strides, dtype, device_accessible, device_id):
-        self.ptr = ptr
-        self.layout = StridedLayout(shape, byte_strides, dtype.itemsize, divide_strides=True)
-        self.dtype = dtype
-        self.readonly = False
-        self.is_device_accessible = device_accessible
-        self.device_id = device_id
-
-
-def cupy_view(array):
-    return View(array.data.ptr, array.shape, array.strides, np.dtype(array.dtype), True,
-                array.device.id)  # fmt: skip
-
-
-def host_view(array, pinned=False):
-    return View(array.__array_interface__["data"][0], array.shape, array.strides, array.dtype,
-                pinned, 0 if pinned else -1)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- specs
@@ -186,6 +166,8 @@ def plans_only(args):
 _FILL_MASKS = {"uint8": ("uint8", 0xFF), "float16": ("uint16", 0xBFFF),
                "float32": ("uint32", 0xBFFFFFFF), "float64": ("uint64", 0xBFFFFFFFFFFFFFFF),
                "complex128": ("uint64", 0xBFFFFFFFFFFFFFFF)}  # fmt: skip
+_C_TYPES = {"uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
+            "uint64": "unsigned long long"}  # what CuPy's kernel source calls them
 
 
 def make_fills(cp):
@@ -194,7 +176,7 @@ def make_fills(cp):
         kernel = cp.ElementwiseKernel(
             "", f"{bits} x",
             "unsigned long long h = (i + 1) * 0x9E3779B97F4A7C15ull; h ^= h >> 29;"
-            f" x = ({bits})(h & {mask}ull)", f"lk_fill_{dtype}",
+            f" x = ({_C_TYPES[bits]})(h & {mask}ull)", f"lk_fill_{dtype}",
         )  # fmt: skip
         kernels[dtype] = (getattr(cp, bits), kernel)
 
@@ -363,7 +345,7 @@ def run_transfers(cp, torch):
 
     def view_of(array, kind):
         if isinstance(array, np.ndarray):
-            return host_view(array, pinned=kind == "pinned")
+            return pinned_view(array) if kind == "pinned" else host_view(array)
         return cupy_view(array)
 
     rates = {}
