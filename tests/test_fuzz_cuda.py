@@ -37,6 +37,7 @@ def _device_view(values, layout=None):
     from layoutkit import _driver
     from layoutkit.memory import DeviceMemoryResource
 
+    _driver.ensure_context()  # the driver calls below run in the device's context
     values = np.ascontiguousarray(values, np.float64)
     buffer = DeviceMemoryResource(0).allocate(max(values.nbytes, 8))
     if values.nbytes:
