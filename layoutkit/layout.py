@@ -186,11 +186,11 @@ def _parse_stride_order(stride_order, ndim, allow_k):
 class _Kernel:
     """A layout kernel of :mod:`layoutkit._kernels`, called through its entry point.
 
-    The first call imports the kernels (and Numba), compiles the kernel for these
-    argument types or loads it from Numba's cache, and replaces the module global that
-    holds this object by the compiled entry point: later calls go straight to compiled
-    code, without the dispatcher's type resolution. Callers pass the same types every
-    time (``array('q')`` buffers and ints).
+    The first call imports the kernels (and Numba), loads the kernel for these argument
+    types from Numba's cache or compiles it, and replaces the module global that holds
+    this object by the compiled entry point: later calls go straight to compiled code,
+    without the dispatcher's type resolution. Callers pass the same types every time
+    (``array('q')`` buffers and ints).
     """
 
     __slots__ = ("_name", "_alias")
@@ -203,13 +203,42 @@ class _Kernel:
         from . import _kernels
 
         dispatcher = getattr(_kernels, self._name)
-        result = dispatcher(*args)
-        entry = dispatcher  # with NUMBA_DISABLE_JIT=1 the kernel is the Python function
-        overloads = getattr(dispatcher, "overloads", None)
-        if overloads is not None:
-            entry = overloads[tuple(map(dispatcher.typeof_pyval, args))].entry_point
+        entry = _cached_entry_point(dispatcher, args)
+        if entry is None:  # not cached yet: the dispatcher compiles (and caches) it
+            result = dispatcher(*args)
+            entry = dispatcher  # with NUMBA_DISABLE_JIT=1 the kernel is the Python function
+            overloads = getattr(dispatcher, "overloads", None)
+            if overloads is not None:
+                entry = overloads[tuple(map(dispatcher.typeof_pyval, args))].entry_point
+        else:
+            result = entry(*args)
         globals()[self._alias] = entry
         return result
+
+
+def _cached_entry_point(dispatcher, args):
+    """The entry point of ``dispatcher`` for ``args`` from Numba's on-disk cache, or None.
+
+    The dispatcher's own path to its cache first initialises Numba's whole CPU target
+    (every typing and lowering registry, about 0.15 s: a third of a cold start); a
+    compiled kernel needs only the code generator and the runtime. This uses Numba's
+    internals (the dispatcher's cache, the CPU target context) behind a fallback:
+    anything unexpected, or a kernel not cached yet, returns None and the dispatcher
+    compiles as usual.
+    """
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.registry import cpu_target
+        from numba.core.runtime import rtsys
+
+        signature = tuple(map(dispatcher.typeof_pyval, args))
+        with global_compiler_lock:
+            context = cpu_target.target_context
+            rtsys.initialize(context)
+            result = dispatcher._cache._load_overload(signature, context)
+        return None if result is None else result.entry_point
+    except Exception:  # another Numba, no cache, NUMBA_DISABLE_JIT: the dispatcher's path
+        return None
 
 
 _CHECK = _Kernel("check")
@@ -235,7 +264,7 @@ _UNPACK = [struct.Struct(f"{k}q").unpack_from for k in range(3 * MAX_NDIM + 1)]
 # _PACK[k](*values): k ints as int64 bytes (array('q') from bytes: a copy; from a long
 # tuple or list it converts value by value, twice as slow beyond ~16 values)
 _PACK = [struct.Struct(f"{k}q").pack for k in range(6 * MAX_NDIM + 1)]
-_FEW = 16
+_FEW = 8
 _UINT64 = 2**64
 _DENSE_KINDS = {"C": 0, "F": 1}  # dense_layout's kinds (2: an axis order)
 _LIKE_KINDS = {"C": 0, "F": 1, "K": 3}  # dense_like's kinds
@@ -673,7 +702,7 @@ class StridedLayout:
         if value is None:
             n = len(self._shape)
             out = _ZEROS[:n]
-            _BYTE_STRIDES(self._lay(), n, self._itemsize, out)
+            _BYTE_STRIDES(self._packed or self._lay(), n, self._itemsize, out)
             value = self._strides_in_bytes = _UNPACK[n](out)
         return value
 
@@ -841,7 +870,9 @@ class StridedLayout:
                 axis for axis, i in enumerate(index) if not -_INT64_MAX <= i <= _INT64_MAX
             )
         else:
-            status, value = _OFFSET_OF(self._lay(), n, self._offset, packed)
+            status, value = _OFFSET_OF(
+                self._packed or self._lay(), n, self._offset, packed
+            )
         if status:
             raise AxisError(
                 f"index {index[value]} is out of bounds for axis {value} with extent "
@@ -945,7 +976,7 @@ class StridedLayout:
         out = _ZEROS[: 2 * m]
         if new_axes > _INT64_MAX:  # bit 63: the kernel's int64 mask is negative
             new_axes -= _UINT64
-        _UNSQUEEZE(self._lay(), n, new_axes, m, self._itemsize, out)
+        _UNSQUEEZE(self._packed or self._lay(), n, new_axes, m, self._itemsize, out)
         values = _UNPACK[2 * m](out)
         return _new(
             StridedLayout, values[:m], values[m:], self._itemsize, self._offset,
@@ -972,12 +1003,12 @@ class StridedLayout:
                 "with fewer dimensions"
             )
         try:
-            out = _int64s(shape) * 2
+            out = (array("q", shape) if m <= _FEW else _int64s(shape)) * 2
         except OverflowError:  # an extent beyond int64
             _check_extents(shape, "shape")
             raise
         status, volume, low, high = _BROADCAST_LAYOUT(
-            self._lay(), n, out, m, self._itemsize, self._offset
+            self._packed or self._lay(), n, out, m, self._itemsize, self._offset
         )
         if status:
             _check_extents(shape, "shape")  # a negative extent is named as such
@@ -1020,11 +1051,13 @@ class StridedLayout:
         if -1 in shape:
             shape = _infer_extent(shape, volume)
         try:
-            out = _int64s(shape) * 2
+            out = (array("q", shape) if m <= _FEW else _int64s(shape)) * 2
         except OverflowError:  # an extent beyond int64
             _infer_extent(shape, volume)  # raises, naming it
             raise
-        status = _RESHAPE_LAYOUT(self._lay(), len(self._shape), out, m, self._itemsize, volume)
+        status = _RESHAPE_LAYOUT(
+            self._packed or self._lay(), len(self._shape), out, m, self._itemsize, volume
+        )
         if status:
             if status != C.OVERFLOW_OFFSET:
                 _infer_extent(shape, volume)  # a bad extent or another volume: named
@@ -1066,7 +1099,7 @@ class StridedLayout:
             end = _normalize_axis(end_axis, n, "end_axis")
             mask = _signed64((1 << (end + 1)) - (1 << (start + 1))) if end > start else 0
         out = _ZEROS[: 2 * (n or 1)]
-        m = _FLATTEN(self._lay(), n, mask, out, n or 1)
+        m = _FLATTEN(self._packed or self._lay(), n, mask, out, n or 1)
         values = _UNPACK[2 * m](out)
         return _new(
             StridedLayout, values[:m], values[m:], self._itemsize, self._offset,
@@ -1117,7 +1150,7 @@ class StridedLayout:
             )
         out = _ZEROS[: 2 * n]
         status, offset, volume, low, high = _REPACK_LAYOUT(
-            self._lay(), n, self._offset, old, new_itemsize, ax, out
+            self._packed or self._lay(), n, self._offset, old, new_itemsize, ax, out
         )
         if status:
             raise self._repack_failure(status, offset, volume, new_itemsize, ax)
@@ -1185,7 +1218,8 @@ class StridedLayout:
         if max_itemsize > _INT64_MAX:
             max_itemsize = math.gcd(max_itemsize, 2**62)
         return _MAX_COMPATIBLE_ITEMSIZE(
-            self._lay(), n, self._offset, itemsize, max_itemsize, data_ptr % max_itemsize, ax
+            self._packed or self._lay(), n, self._offset, itemsize, max_itemsize,
+            data_ptr % max_itemsize, ax,
         )
 
     def sliced(self, slices):
@@ -1215,8 +1249,8 @@ class StridedLayout:
             packed = _int64s(_fit_int64(spec, shape))
         out = _ZEROS[: 2 * m]
         status, offset, volume, low, high = _APPLY_INDEX(
-            self._lay(), len(shape), self._offset, self._itemsize, packed, len(spec) // 3,
-            out, m,
+            self._packed or self._lay(), len(shape), self._offset, self._itemsize, packed,
+            len(spec) // 3, out, m,
         )
         if status:
             raise self._index_failure(slices, spec, status, offset, volume)
