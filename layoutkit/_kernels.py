@@ -813,10 +813,10 @@ def slice_one(offset, extent, stride, start, stop, step, has_start, has_stop):
 
 
 @njit(cache=True)
-def apply_index(lay, n, offset, itemsize, items, k, out, m):
-    """Apply ``k`` basic-index items to a valid layout: NumPy's basic indexing.
+def apply_index(lay, n, offset, itemsize, items, out, m):
+    """Apply basic-index items to a valid layout: NumPy's basic indexing.
 
-    Item ``i`` is ``items[3*i:3*i+3] = (a, b, c)``: with ``c != 0`` a slice already
+    Item ``i`` is ``items[3*i:3*i+3] = (a, b, c)`` (``items`` holds whole items only): with ``c != 0`` a slice already
     normalised by Python's ``slice.indices`` (``range(a, b, c)`` of the next axis,
     ``|c| <= INT64_MAX``); otherwise ``b`` says what it is (``ITEM_INDEX``: the integer
     index ``a`` into the next axis, range-checked here; ``ITEM_NEWAXIS``: a new axis of
@@ -834,7 +834,7 @@ def apply_index(lay, n, offset, itemsize, items, k, out, m):
     r = 0
     ax = 0
     off = offset
-    for i in range(k):
+    for i in range(len(items) // 3):
         a = items[3 * i]
         b = items[3 * i + 1]
         c = items[3 * i + 2]

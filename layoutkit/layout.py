@@ -1240,24 +1240,52 @@ class StridedLayout:
         """
         items = slices if type(slices) is tuple else (slices,)
         shape = self._shape
-        spec, m = _index_items(items, shape)
+        n = len(shape)
+        # the kernel's items (see apply_index): slices normalised by Python's own
+        # slice.indices (it clamps and checks their bounds), indices as given
+        spec = []
+        axis = m = 0
+        for position, item in enumerate(items):
+            if type(item) is slice:
+                if axis == n:
+                    raise _too_many_indices(items, n)
+                try:
+                    spec += item.indices(shape[axis])
+                except Exception as exc:  # bounds that are not integers, a step of 0
+                    raise _slice_error(item, axis) from exc
+                axis += 1
+                m += 1
+            elif item is None:
+                spec += _NEW_AXIS_ITEM
+                m += 1
+            elif item is Ellipsis:
+                whole = n - axis - _consumed(items, position + 1)
+                if whole < 0:
+                    raise _too_many_indices(items, n)
+                spec += (whole, C.ITEM_WHOLE, 0)
+                axis += whole
+                m += whole
+            else:
+                if axis == n:
+                    raise _too_many_indices(items, n)
+                spec += (item if type(item) is int else _index_item(item), C.ITEM_INDEX, 0)
+                axis += 1
+        m += n - axis
         if m > MAX_NDIM:
             _check_ndim(m, "the indexed layout")
         try:
-            packed = _int64s(spec)
+            packed = array("q", spec) if len(spec) <= _FEW else _int64s(spec)
         except OverflowError:  # a step or an index beyond int64
             packed = _int64s(_fit_int64(spec, shape))
         out = _ZEROS[: 2 * m]
         status, offset, volume, low, high = _APPLY_INDEX(
-            self._packed or self._lay(), len(shape), self._offset, self._itemsize, packed,
-            len(spec) // 3, out, m,
+            self._packed or self._lay(), n, self._offset, self._itemsize, packed, out, m
         )
         if status:
             raise self._index_failure(slices, spec, status, offset, volume)
-        values = _UNPACK[2 * m](out)
         return _new(
-            StridedLayout, values[:m], values[m:], self._itemsize, offset, volume,
-            (low, high), out,
+            StridedLayout, _UNPACK[m](out), _UNPACK[m](out, 8 * m), self._itemsize, offset,
+            volume, (low, high), out,
         )
 
     __getitem__ = sliced
@@ -1450,44 +1478,6 @@ def _infer_extent(shape, volume):
 
 # ------------------------------------------------------------------------- indexing
 _NEW_AXIS_ITEM = (0, C.ITEM_NEWAXIS, 0)
-
-
-def _index_items(items, shape):
-    """The items of ``apply_index`` for a basic index, and the result's ndim.
-
-    Slices are normalised by Python's own ``slice.indices`` (which clamps their bounds
-    and checks them); integers are passed as given (the kernel range-checks them).
-    """
-    ndim = len(shape)
-    spec = []
-    axis = 0
-    m = 0
-    for position, item in enumerate(items):
-        if type(item) is slice:
-            if axis == ndim:
-                raise _too_many_indices(items, ndim)
-            try:
-                spec += item.indices(shape[axis])
-            except Exception as exc:  # bounds that are not integers, a step of 0
-                raise _slice_error(item, axis) from exc
-            axis += 1
-            m += 1
-        elif item is None:
-            spec += _NEW_AXIS_ITEM
-            m += 1
-        elif item is Ellipsis:
-            whole = ndim - axis - _consumed(items, position + 1)
-            if whole < 0:
-                raise _too_many_indices(items, ndim)
-            spec += (whole, C.ITEM_WHOLE, 0)
-            axis += whole
-            m += whole
-        else:
-            if axis == ndim:
-                raise _too_many_indices(items, ndim)
-            spec += (item if type(item) is int else _index_item(item), C.ITEM_INDEX, 0)
-            axis += 1
-    return spec, m + ndim - axis
 
 
 def _fit_int64(spec, shape):
