@@ -239,7 +239,8 @@ def assert_zero_volume_rule_applies(probe, layout, ours, theirs, args):
         assert result.shape == tuple(e for e in layout.shape if e != 1)  # NumPy's squeeze
     if result.volume:
         return
-    if probe == "repacked" and 0 in layout.shape:
+    numpy_can = math.prod(e or 1 for e in layout.shape) < 2**40  # NumPy's size limit
+    if probe == "repacked" and 0 in layout.shape and numpy_can:
         assert result.shape == numpy_empty_repacked_shape(layout, *args)
     if probe in ("to_dense", "repacked"):
         assert result.strides == (0,) * result.ndim and result.slice_offset == 0
