@@ -484,3 +484,36 @@ def test_first_use_from_many_threads_at_once():
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
+
+
+# every layout kernel, with the argument types compiled code would give it
+_DEVICE_SIGNATURES = {
+    "check": "a i i i i", "analyze": "a i i i a", "dense_layout": "a i i i",
+    "dense_like": "a i i i a", "reshape_layout": "a i a i i i", "broadcast_layout": "a i a i i i",
+    "flatten": "a i i a i", "unsqueeze": "a i i i i a", "apply_index": "a i i i a a i",
+    "repack_layout": "a i i i i i a", "max_compatible_itemsize": "a i i i i i i",
+    "offset_of": "a i i a", "byte_strides": "a i i a", "offsets_are_distinct": "a i i a",
+}
+
+
+@pytest.mark.parametrize("name", _DEVICE_SIGNATURES)
+def test_layout_kernels_compile_for_cuda_devices(name, monkeypatch):
+    """The layout kernels are device code too (compile_ptx for cc 9.0, no GPU needed):
+    no Python objects, no allocation."""
+    import types
+
+    cuda = pytest.importorskip("numba.cuda")
+    import numba.cuda.dispatcher as dispatcher
+    from numba import types as nt
+
+    from tests.conftest import gpu_unavailable_reason
+
+    if gpu_unavailable_reason() is not None:  # compile_ptx asks the device otherwise
+        monkeypatch.setattr(
+            dispatcher, "get_current_device",
+            lambda: types.SimpleNamespace(compute_capability=(9, 0)),
+        )
+    kinds = {"a": nt.int64[::1], "i": nt.int64}
+    signature = tuple(kinds[k] for k in _DEVICE_SIGNATURES[name].split())
+    ptx, _ = cuda.compile_ptx(getattr(K, name).py_func, signature, device=True, cc=(9, 0))
+    assert ".func" in ptx and "malloc" not in ptx
