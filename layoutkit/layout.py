@@ -259,11 +259,25 @@ _OFFSETS_ARE_DISTINCT = _Kernel("offsets_are_distinct")
 # Kernel output buffers are slices of this template: a slice is a new array, so no two
 # calls (or threads) share a buffer, and the template itself is never written.
 _ZEROS = array("q", bytes(8 * 3 * MAX_NDIM))
+
+
+class _ByCount(dict):
+    """``self[k]`` is the method ``name`` of ``struct.Struct(f"{k}q")``, made on first use."""
+
+    def __init__(self, name):
+        super().__init__()
+        self.name = name
+
+    def __missing__(self, count):
+        method = self[count] = getattr(struct.Struct(f"{count}q"), self.name)
+        return method
+
+
 # _UNPACK[k](buffer, offset=0): k int64 values from a buffer as a tuple of ints
-_UNPACK = [struct.Struct(f"{k}q").unpack_from for k in range(3 * MAX_NDIM + 1)]
+_UNPACK = _ByCount("unpack_from")
 # _PACK[k](*values): k ints as int64 bytes (array('q') from bytes: a copy; from a long
-# tuple or list it converts value by value, twice as slow beyond ~16 values)
-_PACK = [struct.Struct(f"{k}q").pack for k in range(6 * MAX_NDIM + 1)]
+# tuple or list it converts value by value: slower beyond _FEW values)
+_PACK = _ByCount("pack")
 _FEW = 8
 _UINT64 = 2**64
 _DENSE_KINDS = {"C": 0, "F": 1}  # dense_layout's kinds (2: an axis order)

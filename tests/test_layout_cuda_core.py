@@ -455,7 +455,7 @@ def check_case(case, draw):
 
 
 def classify_construction(case):
-    """Built layouts differ: zero-volume canonical form (11) or eager overflow (5)."""
+    """Built layouts differ: the zero-volume rule (11) or eager overflow (5)."""
     if case.ours[0] == "error":
         assert case.ours[1] is OverflowError
         assert overflows(plain(case.theirs_layout))

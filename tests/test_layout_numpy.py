@@ -412,7 +412,7 @@ def test_empty_slices_keep_numpys_strides_and_offset(data):
 @FAST
 @given(st.data())
 def test_fast_and_full_paths_agree(data):
-    """Plain tuples take one-pass fast paths; lists and NumPy integers take the full
+    """Plain tuples go straight to the kernels; lists and NumPy integers take the full
     checks. Both give the same layouts with the same derived values."""
     layout = data.draw(layouts())
     shape, strides, itemsize = layout.shape, layout.strides, layout.itemsize
