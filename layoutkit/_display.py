@@ -61,8 +61,8 @@ def layout_svg(layout):
     Parameters
     ----------
     layout : StridedLayout
-        Any object with ``shape``, ``strides``, ``itemsize`` and ``slice_offset``
-        (strides and offset in elements).
+        Or any object with ``shape``, ``strides``, ``itemsize`` and ``slice_offset``
+        (strides and offset in elements), drawn as the layout with those values.
 
     Returns
     -------
@@ -77,6 +77,7 @@ def layout_svg(layout):
     >>> svg.count('class="cell"'), 'data-offset="0"' in svg
     (3, True)
     """
+    layout = _as_layout(layout)
     if not _drawable(layout.shape):
         return None
     return _svg(layout, _summary_lines(layout))
@@ -96,6 +97,7 @@ def layout_html(layout):
     >>> page.startswith("<div") and "<svg" in page and "is_contiguous_f" in page
     True
     """
+    layout = _as_layout(layout)
     return _html_block("StridedLayout", layout, _property_rows(layout))
 
 
@@ -119,8 +121,7 @@ def view_html(view):
     4
     """
     layout = getattr(view, "layout", None)
-    if layout is None:
-        layout = view._layout
+    layout = _as_layout(view._layout if layout is None else layout)
     rows = [("dtype", getattr(view, "dtype", None))]
     ptr = getattr(view, "ptr", None)
     if ptr is not None:
@@ -147,8 +148,20 @@ def _drawable(shape):
     )
 
 
+def _as_layout(layout):
+    """``layout`` as a :class:`~layoutkit.StridedLayout` (whose methods give the offsets)."""
+    from .layout import StridedLayout
+
+    if isinstance(layout, StridedLayout):
+        return layout
+    return StridedLayout._checked(
+        tuple(layout.shape), tuple(layout.strides), layout.itemsize, layout.slice_offset,
+        "layout to draw",
+    )
+
+
 def _offset(layout, index):
-    return layout.slice_offset + sum(i * s for i, s in zip(index, layout.strides, strict=True))
+    return layout.offset_of(index)
 
 
 def _grid_shape(shape):
@@ -188,8 +201,8 @@ def _text(x, y, content, *, size=12, anchor="middle", colour="#222", css_class=N
 
 
 def _svg(layout, summary):
-    shape = tuple(layout.shape)
-    strides = tuple(layout.strides)
+    shape = layout.shape
+    strides = layout.strides
     rows, cols = _grid_shape(shape)
     if 0 in shape:  # nothing to draw (whatever the other extents): one empty grid, a note
         rows, cols, leading, indices = 0, 0, [()], []
@@ -333,27 +346,25 @@ def _svg(layout, summary):
 
 def _flags(layout):
     names = ("is_contiguous_c", "is_contiguous_f", "is_dense", "is_unique")
-    return [(name, getattr(layout, name)) for name in names if hasattr(layout, name)]
+    return [(name, getattr(layout, name)) for name in names]
 
 
 def _property_rows(layout):
     rows = [
-        ("shape", tuple(layout.shape)),
-        ("strides", tuple(layout.strides)),
+        ("shape", layout.shape),
+        ("strides", layout.strides),
         ("itemsize", layout.itemsize),
         ("slice_offset", layout.slice_offset),
     ]
-    if hasattr(layout, "volume"):
-        rows.append(("volume", layout.volume))
-    if hasattr(layout, "offset_bounds"):
-        rows.append(("offset_bounds", tuple(layout.offset_bounds)))
+    rows.append(("volume", layout.volume))
+    rows.append(("offset_bounds", layout.offset_bounds))
     return rows + _flags(layout)
 
 
 def _summary_lines(layout):
-    strides = tuple(layout.strides)
+    strides = layout.strides
     lines = [
-        f"shape {tuple(layout.shape)}  strides {strides} (elements)",
+        f"shape {layout.shape}  strides {strides} (elements)",
         f"itemsize {layout.itemsize}  slice_offset {layout.slice_offset}",
         "  ".join(f"{name} {value}" for name, value in _flags(layout)),
         "cell: element offset of that index; colour: dark = low, yellow = high",
@@ -364,18 +375,9 @@ def _summary_lines(layout):
         s == 0 and n > 1 for s, n in zip(strides, layout.shape, strict=True)
     ):
         lines.append("'=': zero stride (broadcast axis)")
-    if not _offsets_unique(layout):
+    if not layout.is_unique:  # exact: a drawable layout has few indices
         lines.append("hatched: offset shared by several indices")
     return [line for line in lines if line]
-
-
-def _offsets_unique(layout):
-    """Whether no two indices share an offset (``layout`` is drawable: few indices)."""
-    if 0 in layout.shape:
-        return True
-    indices = itertools.product(*(range(n) for n in layout.shape))
-    offsets = [_offset(layout, index) for index in indices]
-    return len(set(offsets)) == len(offsets)
 
 
 def _edge(n, keep=3):
@@ -387,7 +389,7 @@ def _edge(n, keep=3):
 
 def _text_summary(layout):
     """Offsets of the corner indices of the first grid, NumPy-summary style."""
-    shape = tuple(layout.shape)
+    shape = layout.shape
     lead = (0,) * max(len(shape) - 2, 0)
     if 0 in shape:
         return "empty (volume 0): no offsets"
@@ -418,7 +420,7 @@ def _html_block(title, layout, rows):
     if svg is None:
         picture = (
             f'<pre class="layoutkit-summary">too large to draw '
-            f"(volume {math.prod(layout.shape)}; drawn up to {MAX_CELLS} cells, "
+            f"(volume {layout.volume}; drawn up to {MAX_CELLS} cells, "
             f"{MAX_GRID_SIDE} per side)\n{html.escape(_text_summary(layout))}</pre>"
         )
     else:

@@ -5,38 +5,39 @@ in elements (the offset of index ``(0, ..., 0)``). The element at index ``idx`` 
 byte ``(slice_offset + sum(idx[k] * strides[k])) * itemsize`` from the start of the
 memory the layout describes.
 
-From Python every operation is plain Python arithmetic on tuples of ints: at these sizes
-(at most 64 dimensions) that is faster than any call into compiled code, and it keeps the
-first layout operation of a process free of Numba's start-up. Compiled code (``@njit``,
-``@cuda.jit``) runs the same rules as the integer kernels of :mod:`layoutkit._kernels`;
-``tests/test_layout_kernels.py`` checks that the two agree on random layouts.
+The layout algebra is implemented once, by the integer kernels of
+:mod:`layoutkit._kernels`, which compiled code (``@njit``, ``@cuda.jit``) runs too. This
+class checks and normalises arguments in plain Python on tuples (every error names the
+argument and its value), then makes one kernel call per operation through the kernel's
+compiled entry point: arguments go in as one ``array('q')``, results come back in a
+buffer made for that call (no buffer is shared, so layouts work from any thread), and
+the kernel checks the result's numbers in the same call. Numba is imported by the first
+operation that needs a kernel, not by ``import layoutkit``.
 
 Validation is complete before a layout exists: every number a layout implies (extents,
-strides, volume, element offsets, byte strides and byte offsets) fits in int64, and every
-error names the argument and its value. Derived properties are computed on first use and
-kept in the layout's slots.
+strides, volume, element offsets, byte strides and byte offsets) fits in int64. The
+volume and offset bounds come with every layout; the other derived properties are
+computed by one kernel call on first use and kept in the layout's slots.
 """
 
-import itertools
 import math
 import operator
 import reprlib
+import struct
 from array import array
+from itertools import islice
 
+from . import _kernel_codes as C
 from ._errors import AxisError
 
 __all__ = ["StridedLayout"]
 
 MAX_NDIM = 64
-_INT64_MAX = 2**63 - 1
-_ITEMSIZE_LIMIT = 2**31
-_EXACT_UNIQUE_LIMIT = 4096  # volumes up to this get an exact is_unique by enumeration
+_INT64_MAX = C.INT64_MAX
+_ITEMSIZE_LIMIT = C.ITEMSIZE_LIMIT
 _ONLY_INT = frozenset((int,))
 _exact_int = int.__index__  # an int subclass's value as a plain int (no overridable hook)
 _new_instance = object.__new__
-_mul = operator.mul
-_accumulate = itertools.accumulate
-_prod = math.prod
 _show = reprlib.Repr()
 _show.maxstring = _show.maxother = 80
 _show.maxtuple = _show.maxlist = 12
@@ -92,7 +93,7 @@ def _as_ints(values, name, scalar_ok=True):
                 f"{name} must be {expected}, got {_describe(values)} of type {kind.__name__}"
             ) from None
         try:
-            values = tuple(itertools.islice(entries, MAX_NDIM + 1))
+            values = tuple(islice(entries, MAX_NDIM + 1))
         except Exception as exc:  # a broken iterator: the argument's fault
             raise TypeError(f"{name}: reading {_describe(values)} failed ({exc!r})") from exc
         if len(values) > MAX_NDIM:
@@ -106,14 +107,17 @@ def _check_ndim(ndim, name):
 
 
 def _check_extents(shape, name):
-    """Every extent in ``0..INT64_MAX``; returns the volume (which may not fit in int64)."""
+    """Every extent in ``0..INT64_MAX`` (a ValueError or OverflowError naming the first)."""
     if shape and (min(shape) < 0 or max(shape) > _INT64_MAX):
         for i, e in enumerate(shape):
             if e < 0:
-                raise ValueError(f"{name}[{i}] = {e} is negative; extents must be >= 0")
+                raise _negative_extent(name, shape, i)
             if e > _INT64_MAX:
                 raise OverflowError(f"{name}[{i}] = {e} does not fit in int64")
-    return _prod(shape)
+
+
+def _negative_extent(name, shape, axis):
+    return ValueError(f"{name}[{axis}] = {shape[axis]} is negative; extents must be >= 0")
 
 
 def _check_itemsize(itemsize, name="itemsize"):
@@ -178,108 +182,200 @@ def _parse_stride_order(stride_order, ndim, allow_k):
     return _normalize_permutation(stride_order, ndim, "stride_order")
 
 
-# ------------------------------------------------------------------------- int64 checks
-def _fits(shape, strides, itemsize, offset):
-    """Why the numbers of a non-empty layout do not fit in int64, or ``None`` if they do.
+# ------------------------------------------------------------------------- kernel calls
+class _Kernel:
+    """A layout kernel of :mod:`layoutkit._kernels`, called through its entry point.
 
-    Exact: the volume, every element offset and byte offset (including the end of the
-    last element) and every byte stride (of extent-1 axes too) must fit; strides are kept
-    in ``[-INT64_MAX, INT64_MAX]`` (in bytes too) so that ``abs`` of any of them fits.
-    Returns ``(reason, volume, low, high)``; ``reason`` is ``None`` or says what does not fit.
+    The first call imports the kernels (and Numba), loads the kernel for these argument
+    types from Numba's cache or compiles it, and replaces the module global that holds
+    this object by the compiled entry point: later calls go straight to compiled code,
+    without the dispatcher's type resolution. Callers pass the same types every time
+    (``array('q')`` buffers and ints).
     """
-    volume = _prod(shape)
-    if volume > _INT64_MAX:
-        return "its volume does not fit in int64", volume, 0, 0
-    limit = _INT64_MAX // itemsize
-    low = high = offset
-    for e, s in zip(shape, strides):
-        if not -limit <= s <= limit:
-            return "its byte strides do not fit in int64", volume, 0, 0
-        if s > 0:
-            high += s * (e - 1)
+
+    __slots__ = ("_name", "_alias")
+
+    def __init__(self, name):
+        self._name = name
+        self._alias = "_" + name.upper()
+
+    def __call__(self, *args):
+        from . import _kernels
+
+        dispatcher = getattr(_kernels, self._name)
+        entry = _cached_entry_point(dispatcher, args)
+        if entry is None:  # not cached yet: the dispatcher compiles (and caches) it
+            result = dispatcher(*args)
+            entry = dispatcher  # with NUMBA_DISABLE_JIT=1 the kernel is the Python function
+            overloads = getattr(dispatcher, "overloads", None)
+            if overloads is not None:
+                entry = overloads[tuple(map(dispatcher.typeof_pyval, args))].entry_point
         else:
-            low += s * (e - 1)
-    if high >= limit or low < -(2**63 // itemsize):
-        return "its byte offsets do not fit in int64", volume, low, high
-    return None, volume, low, high
+            result = entry(*args)
+        globals()[self._alias] = entry
+        return result
 
 
-# Fast paths: each takes values as given and returns None unless they are the common
-# case (tuples of plain ints, no zero extent, every number well inside int64); callers then
-# run the full checks, which name what is wrong. One Python loop costs less here than
-# several builtin passes (min(), max(), map() each cost a call).
-def _plain_bounds(shape, strides, itemsize):
-    """``(volume, (low, high))`` of a plain, non-empty layout whose numbers fit, or None."""
-    if type(strides) is not tuple or len(strides) != len(shape):
+def _cached_entry_point(dispatcher, args):
+    """The entry point of ``dispatcher`` for ``args`` from Numba's on-disk cache, or None.
+
+    The dispatcher's own path to its cache first initialises Numba's whole CPU target
+    (every typing and lowering registry, about 0.15 s: a third of a cold start); a
+    compiled kernel needs only the code generator and the runtime. This uses Numba's
+    internals (the dispatcher's cache, the CPU target context) behind a fallback:
+    anything unexpected, or a kernel not cached yet, returns None and the dispatcher
+    compiles as usual.
+    """
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.registry import cpu_target
+        from numba.core.runtime import rtsys
+
+        signature = tuple(map(dispatcher.typeof_pyval, args))
+        with global_compiler_lock:
+            context = cpu_target.target_context
+            rtsys.initialize(context)
+            result = dispatcher._cache._load_overload(signature, context)
+        return None if result is None else result.entry_point
+    except Exception:  # another Numba, no cache, NUMBA_DISABLE_JIT: the dispatcher's path
         return None
-    limit = _INT64_MAX // itemsize
-    volume = 1
-    low = high = 0
-    for e, s in zip(shape, strides):
-        if type(e) is not int or type(s) is not int or e < 1 or not -limit <= s <= limit:
-            return None
-        volume *= e
-        if s > 0:
-            high += s * (e - 1)
-        else:
-            low += s * (e - 1)
-    if volume > _INT64_MAX or high >= limit or low < -(2**63 // itemsize):
-        return None
-    return volume, (low, high)
 
 
-def _plain_volume(shape):
-    """The volume of a plain shape of extents 1..INT64_MAX (whose volume fits), or None."""
-    volume = 1
-    for e in shape:
-        if type(e) is not int or e < 1:
-            return None
-        volume *= e
-    return volume if volume <= _INT64_MAX else None
+_CHECK = _Kernel("check")
+_ANALYZE = _Kernel("analyze")
+_DENSE_LAYOUT = _Kernel("dense_layout")
+_DENSE_LIKE = _Kernel("dense_like")
+_RESHAPE_LAYOUT = _Kernel("reshape_layout")
+_BROADCAST_LAYOUT = _Kernel("broadcast_layout")
+_FLATTEN = _Kernel("flatten")
+_UNSQUEEZE = _Kernel("unsqueeze")
+_APPLY_INDEX = _Kernel("apply_index")
+_REPACK_LAYOUT = _Kernel("repack_layout")
+_MAX_COMPATIBLE_ITEMSIZE = _Kernel("max_compatible_itemsize")
+_OFFSET_OF = _Kernel("offset_of")
+_BYTE_STRIDES = _Kernel("byte_strides")
+_OFFSETS_ARE_DISTINCT = _Kernel("offsets_are_distinct")
+
+# Kernel output buffers are slices of this template: a slice is a new array, so no two
+# calls (or threads) share a buffer, and the template itself is never written.
+_ZEROS = array("q", bytes(8 * 3 * MAX_NDIM))
 
 
-def _plain_c_strides(shape, itemsize):
-    """C-order dense strides of a plain, non-empty shape whose bytes fit, or None."""
-    strides = []
-    running = 1
-    for e in reversed(shape):
-        if type(e) is not int or e < 1:
-            return None
-        strides.append(running)
-        running *= e
-    if running > _INT64_MAX // itemsize:
-        return None
-    strides.reverse()
-    return tuple(strides)
+class _ByCount(dict):
+    """``self[k]`` is the method ``name`` of ``struct.Struct(f"{k}q")``, made on first use."""
+
+    def __init__(self, name):
+        super().__init__()
+        self.name = name
+
+    def __missing__(self, count):
+        method = self[count] = getattr(struct.Struct(f"{count}q"), self.name)
+        return method
 
 
-def _plain_ordered_strides(shape, order, itemsize):
-    """Dense strides with the axes ``order`` (slowest first), as ``_plain_c_strides``."""
-    strides = [0] * len(shape)
-    running = 1
-    for axis in reversed(order):
-        e = shape[axis]
-        if type(e) is not int or e < 1:
-            return None
-        strides[axis] = running
-        running *= e
-    if running > _INT64_MAX // itemsize:
-        return None
-    return tuple(strides)
+# _UNPACK[k](buffer, offset=0): k int64 values from a buffer as a tuple of ints
+_UNPACK = _ByCount("unpack_from")
+# _PACK[k](*values): k ints as int64 bytes (array('q') from bytes: a copy; from a long
+# tuple or list it converts value by value: slower beyond _FEW values)
+_PACK = _ByCount("pack")
+_FEW = 8
+_UINT64 = 2**64
+_DENSE_KINDS = {"C": 0, "F": 1}  # dense_layout's kinds (2: an axis order)
+_LIKE_KINDS = {"C": 0, "F": 1, "K": 3}  # dense_like's kinds
 
 
-def _plain_f_strides(shape, itemsize):
-    """Fortran-order dense strides, as ``_plain_c_strides``."""
-    strides = []
-    running = 1
-    for e in shape:
-        if type(e) is not int or e < 1:
-            return None
-        strides.append(running)
-        running *= e
-    if running > _INT64_MAX // itemsize:
-        return None
-    return tuple(strides)
+def _int64s(values):
+    """``values`` (a tuple or list of ints) as an ``array('q')``; OverflowError for a
+    value beyond int64."""
+    if len(values) <= _FEW:
+        return array("q", values)
+    try:
+        return array("q", _PACK[len(values)](*values))
+    except struct.error:
+        raise OverflowError("a value does not fit in int64") from None
+
+
+def _signed64(mask):
+    """A uint64 bit mask as the int64 with the same bits (the kernels' mask argument)."""
+    return mask - _UINT64 if mask > _INT64_MAX else mask
+
+
+def _overflow_reason(status, axis):
+    if status == C.OVERFLOW_VOLUME:
+        return "its volume does not fit in int64"
+    if status == C.OVERFLOW_BYTES and axis >= 0:
+        return "its byte strides do not fit in int64"
+    return "its byte offsets do not fit in int64"
+
+
+# ------------------------------------------------------------------------- construction
+def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None):
+    """A layout from valid values (the one place that fills the slots).
+
+    ``volume`` and ``bounds`` come with every layout (from the kernel that checked it);
+    the other derived values start as None and are computed on first use (a None test:
+    reading a slot that was never set would raise, and catching that costs ten times
+    more). ``packed`` is ``shape + strides`` as an ``array('q')`` if one was made.
+    """
+    self = _new_instance(cls)
+    self._shape = shape
+    self._strides = strides
+    self._itemsize = itemsize
+    self._offset = offset
+    self._volume = volume
+    self._bounds = bounds
+    self._packed = packed
+    self._order = self._is_c = self._is_f = self._is_any = self._unique = None
+    self._mask = self._strides_in_bytes = self._hash = None
+    return self
+
+
+def _checked_layout(cls, shape, strides, itemsize, offset, packed, divide, what):
+    """A layout of int tuples of the right lengths, packed (shape | strides) in ``packed``.
+
+    The check kernel decides whether every number fits (dividing byte strides by the
+    itemsize first when ``divide`` is 1); an OverflowError names ``what`` (``None``: the
+    constructor call; a string, or a callable that makes one).
+    """
+    n = len(shape)
+    status, volume, low, high = _CHECK(packed, n, itemsize, offset, divide)
+    if status:
+        if status == C.NEGATIVE_EXTENT:
+            raise _negative_extent("shape", shape, volume)
+        if status == C.NOT_A_MULTIPLE:
+            raise ValueError(
+                f"strides[{volume}] = {strides[volume]} bytes is not a multiple of itemsize "
+                f"{itemsize}"
+            )
+        if what is None:
+            what = f"StridedLayout(shape={shape}, strides={strides}, itemsize={itemsize})"
+        elif callable(what):
+            what = what()
+        raise OverflowError(f"{what}: {_overflow_reason(status, volume)}")
+    if divide:
+        strides = _UNPACK[n](packed, 8 * n)
+    return _new(cls, shape, strides, itemsize, offset, volume, (low, high), packed)
+
+
+def _dense_failure(shape, status, axis):
+    """The exception for a dense layout of ``shape`` that ``dense_layout`` refused."""
+    if status == C.NEGATIVE_EXTENT:
+        return _negative_extent("shape", shape, axis)
+    what = "volume does" if status == C.OVERFLOW_VOLUME else "size in bytes does"
+    return OverflowError(f"dense layout of shape {shape}: its {what} not fit in int64")
+
+
+def _dense(cls, shape, itemsize, kind, order):
+    """The dense layout of ``shape`` (plain ints within int64) of class ``cls``, built
+    from its values: C order (``kind`` 0), Fortran order (1) or ``order`` (2)."""
+    n = len(shape)
+    packed = _int64s(shape) * 2 if kind != 2 else _int64s(shape + shape + order)
+    status, volume, low, high = _DENSE_LAYOUT(packed, n, itemsize, kind)
+    if status:
+        raise _dense_failure(shape, status, volume)
+    return _new(
+        cls, shape, _UNPACK[n](packed, 8 * n), itemsize, 0, volume, (low, high), packed
+    )
 
 
 def _constructed(cls, shape, strides, itemsize, divide_strides):
@@ -293,68 +389,22 @@ def _constructed(cls, shape, strides, itemsize, divide_strides):
     if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
         itemsize = _check_itemsize(itemsize)
     if strides is None:
-        strides = _dense_strides(shape, _IOTA[ndim], itemsize, "shape")
-    else:
-        if type(strides) is not tuple or not _ONLY_INT.issuperset(map(type, strides)):
-            strides = _as_ints(strides, "strides")
-        if len(strides) != ndim:
-            raise ValueError(
-                f"strides {_describe(strides)} has {len(strides)} entries but shape "
-                f"{shape} has {ndim}"
-            )
-        if divide_strides:
-            strides = _divided(strides, itemsize)
-        if strides and (min(strides) <= -_INT64_MAX - 1 or max(strides) > _INT64_MAX):
-            for i, s in enumerate(strides):
-                if not -_INT64_MAX <= s <= _INT64_MAX:
-                    raise OverflowError(f"strides[{i}] = {s} does not fit in int64")
-    if 0 in shape:
-        return _new(shape, (0,) * ndim, itemsize, 0, cls)
-    reason, volume, low, high = _fits(shape, strides, itemsize, 0)
-    if reason is not None:
-        raise OverflowError(
-            f"StridedLayout(shape={shape}, strides={strides}, itemsize={itemsize}): {reason}"
+        return _dense(cls, shape, itemsize, 0, None)
+    if type(strides) is not tuple or not _ONLY_INT.issuperset(map(type, strides)):
+        strides = _as_ints(strides, "strides")
+    if len(strides) != ndim:
+        raise ValueError(
+            f"strides {_describe(strides)} has {len(strides)} entries but shape "
+            f"{shape} has {ndim}"
         )
-    self = _new(shape, strides, itemsize, 0, cls)
-    self._volume = volume
-    self._bounds = (low, high)
-    return self
-
-
-def _validated(shape, strides, itemsize, offset, what):
-    """A layout from int tuples of the right lengths; OverflowError naming ``what``."""
-    if not 0 < itemsize < _ITEMSIZE_LIMIT:
-        _check_itemsize(itemsize)
-    if 0 in shape:
-        if max(shape) > _INT64_MAX:
-            _check_extents(shape, "shape")
-        return _new(shape, (0,) * len(shape), itemsize, 0)
-    reason, volume, low, high = _fits(shape, strides, itemsize, offset)
-    if reason is not None:
-        if callable(what):
-            what = what()
-        raise OverflowError(f"{what}: {reason}")
-    self = _new(shape, strides, itemsize, offset)
-    self._volume = volume
-    self._bounds = (low, high)
-    return self
-
-
-def _new(shape, strides, itemsize, offset, cls=None):
-    """A layout from values that are already valid (the one place that fills the slots).
-
-    Derived values start as None (computed on first use): reading a slot that was never
-    set would raise, and catching that costs ten times a None test.
-    """
-    self = _new_instance(cls or StridedLayout)
-    self._shape = shape
-    self._strides = strides
-    self._itemsize = itemsize
-    self._offset = offset
-    self._packed = self._volume = self._bounds = self._order = None
-    self._is_c = self._is_f = self._is_any = self._unique = None
-    self._mask = self._strides_in_bytes = self._hash = None
-    return self
+    if strides and (min(strides) < -_INT64_MAX or max(strides) > _INT64_MAX):
+        for i, s in enumerate(strides):
+            if not -_INT64_MAX <= s <= _INT64_MAX:
+                raise OverflowError(f"strides[{i}] = {s} does not fit in int64")
+    packed = _int64s(shape + strides)
+    return _checked_layout(
+        cls, shape, strides, itemsize, 0, packed, 1 if divide_strides else 0, None
+    )
 
 
 class StridedLayout:
@@ -377,7 +427,10 @@ class StridedLayout:
     Layouts are immutable, hashable and picklable, and equal when they map every index
     to the same offset with the same itemsize. Every number a layout implies (volume,
     offsets, byte strides and byte offsets) is checked to fit in int64 when the layout is
-    built. A zero-volume layout addresses no memory: its strides and slice offset are 0.
+    built. A zero-volume layout addresses no memory: it keeps the strides it is given
+    (they must still fit in int64 as bytes), all zero-volume layouts of one shape and
+    itemsize are equal, and ``dense``, ``dense_like`` and ``to_dense`` give them all-zero
+    strides.
 
     Arguments follow NumPy: any sequence of integer-likes (NumPy integers included)
     where a shape or axes are expected; floats, strings and bools are refused.
@@ -403,37 +456,58 @@ class StridedLayout:
     (24,)
     >>> layout.offset_of((1, -1))
     5
+    >>> StridedLayout((0, 3), (3, 1), 8) == StridedLayout.dense((0, 3), 8)  # no elements
+    True
     """
 
     __slots__ = (
         # the layout (read by compiled code: see layoutkit._numba_layout)
         "_shape", "_strides", "_itemsize", "_offset",
+        # set by every constructor: the kernel that checked the layout computed them
+        "_volume", "_bounds",
+        # an array('q') starting with shape + strides (see _lay)
+        "_packed",
         # derived values, each filled on first use
-        "_packed", "_volume", "_bounds", "_order", "_is_c", "_is_f", "_is_any", "_unique",
-        "_mask", "_strides_in_bytes", "_hash",
+        "_order", "_is_c", "_is_f", "_is_any", "_unique", "_mask", "_strides_in_bytes",
+        "_hash",
         "__weakref__",
     )
 
     def __new__(cls, shape, strides, itemsize, divide_strides=False):
         # the constructor is __new__ (as for tuple): no instance exists before its values
         # are valid, and pickle's NEWOBJ cannot make one without them
-        if (
-            type(shape) is tuple
-            and type(itemsize) is int
-            and 0 < itemsize < _ITEMSIZE_LIMIT
-            and len(shape) <= MAX_NDIM
-            and not divide_strides
-        ):  # the common case in one pass; anything unusual takes the full checks below
-            if strides is None:
-                strides = _plain_c_strides(shape, itemsize)
-                fits = None if strides is None else ()
-            else:
-                fits = _plain_bounds(shape, strides, itemsize)
-            if fits is not None:
-                self = _new(shape, strides, itemsize, 0, cls)
-                if fits:
-                    self._volume, self._bounds = fits
-                return self
+        if type(shape) is tuple and type(itemsize) is int and 0 < itemsize < _ITEMSIZE_LIMIT:
+            # plain tuples of ints: one kernel call (anything else, or anything the kernel
+            # refuses, takes the full checks, which name what is wrong)
+            n = len(shape)
+            if type(strides) is tuple and len(strides) == n <= MAX_NDIM:
+                values = shape + strides
+                if _ONLY_INT.issuperset(map(type, values)):
+                    try:
+                        packed = array("q", values) if n <= _FEW // 2 else _int64s(values)
+                    except OverflowError:
+                        packed = None
+                    divide = 1 if divide_strides else 0
+                    if packed is not None:
+                        status, volume, low, high = _CHECK(packed, n, itemsize, 0, divide)
+                        if not status:
+                            if divide:
+                                strides = _UNPACK[n](packed, 8 * n)
+                            return _new(
+                                cls, shape, strides, itemsize, 0, volume, (low, high), packed
+                            )
+            elif strides is None and n <= MAX_NDIM and _ONLY_INT.issuperset(map(type, shape)):
+                try:
+                    packed = (array("q", shape) if n <= _FEW else _int64s(shape)) * 2
+                except OverflowError:
+                    packed = None
+                if packed is not None:
+                    status, volume, low, high = _DENSE_LAYOUT(packed, n, itemsize, 0)
+                    if not status:
+                        return _new(
+                            cls, shape, _UNPACK[n](packed, 8 * n), itemsize, 0, volume,
+                            (low, high), packed,
+                        )
         return _constructed(cls, shape, strides, itemsize, divide_strides)
 
     @classmethod
@@ -442,18 +516,33 @@ class StridedLayout:
 
         The int64 checks still run: an OverflowError if a number does not fit.
         """
-        return _validated(shape, strides, itemsize, slice_offset, "layout")
+        return StridedLayout._checked(shape, strides, itemsize, slice_offset, "layout")
 
     @classmethod
     def _checked(cls, shape, strides, itemsize, slice_offset, what):
         """Like ``_trusted``; the OverflowError names ``what`` (a string or makes one)."""
-        return _validated(shape, strides, itemsize, slice_offset, what)
+        if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
+            itemsize = _check_itemsize(itemsize)
+        if not -_INT64_MAX <= slice_offset <= _INT64_MAX:
+            raise OverflowError(f"slice_offset = {slice_offset} does not fit in int64")
+        try:
+            packed = _int64s(shape + strides)
+        except OverflowError:  # name the value beyond int64
+            _check_extents(shape, "shape")
+            for i, s in enumerate(strides):
+                if not -_INT64_MAX <= s <= _INT64_MAX:
+                    raise OverflowError(f"strides[{i}] = {s} does not fit in int64") from None
+            raise
+        return _checked_layout(
+            StridedLayout, shape, strides, itemsize, slice_offset, packed, 0, what
+        )
 
     def _lay(self):
-        """``shape + strides`` as one int64 ``array('q')`` (for kernels and compiled code)."""
+        """An int64 ``array('q')`` starting with ``shape + strides`` (for kernels and
+        exports; it is never written once the layout exists)."""
         packed = self._packed
         if packed is None:
-            packed = self._packed = array("q", self._shape + self._strides)
+            packed = self._packed = _int64s(self._shape + self._strides)
         return packed
 
     # ---------------------------------------------------------------- construction
@@ -476,89 +565,104 @@ class StridedLayout:
         >>> StridedLayout.dense((2, 0, 4), 8).strides  # zero volume: all strides 0
         (0, 0, 0)
         """
-        strides = None
         if (
             type(shape) is tuple
             and type(itemsize) is int
             and 0 < itemsize < _ITEMSIZE_LIMIT
-            and type(stride_order) is str
             and len(shape) <= MAX_NDIM
-        ):  # the common case in one pass (None: the full checks below decide)
-            if stride_order == "C":
-                strides = _plain_c_strides(shape, itemsize)
-            elif stride_order == "F":
-                strides = _plain_f_strides(shape, itemsize)
-        elif (
-            type(shape) is tuple
-            and type(itemsize) is int
-            and 0 < itemsize < _ITEMSIZE_LIMIT
-            and type(stride_order) is tuple
-            and len(stride_order) == len(shape)
-            and _ONLY_INT.issuperset(map(type, stride_order))
-            and sorted(stride_order) == _IOTA_LIST[len(shape)]
-        ):  # a permutation of plain axes: the strides in that order, in one pass
-            strides = _plain_ordered_strides(shape, stride_order, itemsize)
-        if strides is None:
-            if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
-                shape = _as_ints(shape, "shape")
-            ndim = len(shape)
-            if ndim > MAX_NDIM:
-                _check_ndim(ndim, "shape")
-            if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
-                itemsize = _check_itemsize(itemsize)
-            order = _parse_stride_order(stride_order, ndim, allow_k=False)
-            strides = _dense_strides(shape, order, itemsize, "shape")
+            and _ONLY_INT.issuperset(map(type, shape))
+        ):  # plain arguments: straight to the kernel (anything else: the full checks)
+            n = len(shape)
+            if type(stride_order) is str:
+                kind = _DENSE_KINDS.get(stride_order)
+            elif stride_order is None:
+                kind = 0
+            elif (
+                type(stride_order) is tuple
+                and len(stride_order) == n
+                and _ONLY_INT.issuperset(map(type, stride_order))
+                and sorted(stride_order) == _IOTA_LIST[n]
+            ):
+                kind = 2
+            else:
+                kind = None
+            if kind is not None:
+                try:
+                    if kind == 2:
+                        packed = _int64s(shape + shape + stride_order)
+                    else:
+                        packed = (array("q", shape) if n <= _FEW else _int64s(shape)) * 2
+                except OverflowError:  # an extent beyond int64: named below
+                    packed = None
+                if packed is not None:
+                    status, volume, low, high = _DENSE_LAYOUT(packed, n, itemsize, kind)
+                    if status:
+                        raise _dense_failure(shape, status, volume)
+                    strides = _UNPACK[n](packed, 8 * n)
+                    if cls is not StridedLayout:
+                        return cls(shape, strides, itemsize)
+                    return _new(
+                        StridedLayout, shape, strides, itemsize, 0, volume, (low, high),
+                        packed,
+                    )
+        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+            shape = _as_ints(shape, "shape")
+        ndim = len(shape)
+        if ndim > MAX_NDIM:
+            _check_ndim(ndim, "shape")
+        if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
+            itemsize = _check_itemsize(itemsize)
+        order = _parse_stride_order(stride_order, ndim, allow_k=False)
+        _check_extents(shape, "shape")
+        kind = 0 if order is _IOTA[ndim] else 1 if order is _REVERSED[ndim] else 2
+        layout = _dense(StridedLayout, shape, itemsize, kind, order)
         if cls is not StridedLayout:
-            return cls(shape, strides, itemsize)
-        return _new(shape, strides, itemsize, 0)
+            return cls(shape, layout._strides, itemsize)
+        return layout
 
     @classmethod
     def dense_like(cls, other, stride_order="K"):
         """A dense layout with the shape and itemsize of ``other``.
 
         ``stride_order="K"`` (or ``None``) keeps ``other``'s stride order; ``"C"``,
-        ``"F"`` or a permutation choose another. Returns ``other`` itself when it is already dense
-        in the requested order (and of class ``cls``).
+        ``"F"`` or a permutation choose another. Returns ``other`` itself when it is
+        already dense in the requested order (and of class ``cls``); a zero-volume layout
+        is dense only with all-zero strides (it does not pass other strides on).
 
         Examples
         --------
         >>> sliced = StridedLayout.dense((4, 6), 4, "F")[::2, 1:]
         >>> StridedLayout.dense_like(sliced).strides
         (1, 2)
+        >>> StridedLayout.dense_like(StridedLayout((3, 0), (5, 2), 4)).strides
+        (0, 0)
         """
         if not isinstance(other, StridedLayout):
             raise TypeError(f"other must be a StridedLayout, got {type(other).__name__}")
         shape = other._shape
-        ndim = len(shape)
-        if stride_order is None or type(stride_order) is str and stride_order == "K":
-            same = other._offset == 0 and _get_is_any(other)
-            order = None if same else _get_order(other)
-        else:
-            order = _parse_stride_order(stride_order, ndim, allow_k=True)
-            if order is _IOTA[ndim]:
-                same = other._offset == 0 and _get_is_c(other)
-            elif order is _REVERSED[ndim]:
-                same = other._offset == 0 and _get_is_f(other)
+        n = len(shape)
+        kind = _LIKE_KINDS.get(stride_order) if type(stride_order) is str else None
+        if kind is None:
+            if stride_order is None:
+                kind = 3
             else:
-                same = False
+                order = _parse_stride_order(stride_order, n, allow_k=True)
+                kind = 0 if order is _IOTA[n] else 1 if order is _REVERSED[n] else 2
+        # out: shape | strides | the axis order (given, or written by the kernel for "K")
+        out = _int64s(order) * 3 if kind == 2 else _ZEROS[: 3 * n]
         itemsize = other._itemsize
-        if same:
+        status, volume, low, high, same = _DENSE_LIKE(other._lay(), n, itemsize, kind, out)
+        if status:
+            raise _dense_failure(shape, status, volume)
+        if same and kind != 2 and not other._offset:  # an explicit order never gives other
             if type(other) is cls:
                 return other
-            strides = other._strides
-        elif order is _IOTA[ndim]:
-            strides = _plain_c_strides(shape, itemsize) or _dense_strides(
-                shape, order, itemsize, "shape"
-            )
-        elif order is _REVERSED[ndim]:
-            strides = _plain_f_strides(shape, itemsize) or _dense_strides(
-                shape, order, itemsize, "shape"
-            )
+            strides, out = other._strides, other._packed
         else:
-            strides = _dense_strides(shape, order, itemsize, "shape")
+            strides = _UNPACK[n](out, 8 * n)
         if cls is not StridedLayout:
             return cls(shape, strides, itemsize)
-        return _new(shape, strides, itemsize, 0)
+        return _new(StridedLayout, shape, strides, itemsize, 0, volume, (low, high), out)
 
     def to_dense(self, stride_order="K"):
         """``StridedLayout.dense_like(self, stride_order)``.
@@ -589,14 +693,31 @@ class StridedLayout:
         operator.attrgetter("_offset"),
         doc="Element offset of index ``(0, ..., 0)`` (made non-zero by slicing or repacking).",
     )
+    volume = property(
+        operator.attrgetter("_volume"),
+        doc="Number of elements (the product of the extents; 1 for 0-d).",
+    )
+    offset_bounds = property(
+        operator.attrgetter("_bounds"),
+        doc="""``(min_offset, max_offset)`` in elements, slice offset included; ``(0, -1)``
+        if empty.
+
+        Examples
+        --------
+        >>> StridedLayout((3, 4), (-4, 1), 2).offset_bounds
+        (-8, 3)
+        """,
+    )
 
     @property
     def strides_in_bytes(self):
         """Strides in bytes."""
         value = self._strides_in_bytes
         if value is None:
-            size = self._itemsize
-            value = self._strides_in_bytes = tuple([s * size for s in self._strides])
+            n = len(self._shape)
+            out = _ZEROS[:n]
+            _BYTE_STRIDES(self._packed or self._lay(), n, self._itemsize, out)
+            value = self._strides_in_bytes = _UNPACK[n](out)
         return value
 
     @property
@@ -604,48 +725,24 @@ class StridedLayout:
         """The slice offset in bytes."""
         return self._offset * self._itemsize
 
-    # ---------------------------------------------------------------- derived properties
-    @property
-    def volume(self):
-        """Number of elements (the product of the extents; 1 for 0-d)."""
-        volume = self._volume
-        if volume is None:
-            volume = self._volume = _prod(self._shape)
-        return volume
-
-    @property
-    def offset_bounds(self):
-        """``(min_offset, max_offset)`` in elements, slice offset included; ``(0, -1)`` if empty.
-
-        Examples
-        --------
-        >>> StridedLayout((3, 4), (-4, 1), 2).offset_bounds
-        (-8, 3)
-        """
-        bounds = self._bounds
-        if bounds is None:
-            bounds = self._bounds = _offset_bounds(self._shape, self._strides, self._offset)
-        return bounds
-
     @property
     def min_offset(self):
         """Smallest element offset of any index (see ``offset_bounds``)."""
-        return _get_bounds(self)[0]
+        return self._bounds[0]
 
     @property
     def max_offset(self):
         """Largest element offset of any index (see ``offset_bounds``)."""
-        return _get_bounds(self)[1]
+        return self._bounds[1]
 
+    # ---------------------------------------------------------------- derived properties
     @property
     def is_contiguous_c(self):
         """Whether the elements are contiguous in C order (extent-1 axes may have any stride)."""
         value = self._is_c
         if value is None:
-            shape = self._shape
-            value = self._is_c = _is_contiguous(
-                shape, self._strides, range(len(shape) - 1, -1, -1)
-            )
+            _analyze(self)
+            value = self._is_c
         return value
 
     @property
@@ -653,8 +750,8 @@ class StridedLayout:
         """Whether the elements are contiguous in Fortran order."""
         value = self._is_f
         if value is None:
-            shape = self._shape
-            value = self._is_f = _is_contiguous(shape, self._strides, range(len(shape)))
+            _analyze(self)
+            value = self._is_f
         return value
 
     @property
@@ -662,9 +759,8 @@ class StridedLayout:
         """Whether the elements are contiguous in some axis order (see ``stride_order``)."""
         value = self._is_any
         if value is None:
-            shape, strides = self._shape, self._strides
-            order = _get_order(self)
-            value = self._is_any = _is_contiguous(shape, strides, reversed(order))
+            _analyze(self)
+            value = self._is_any
         return value
 
     @property
@@ -673,7 +769,10 @@ class StridedLayout:
         if self._offset:
             return False
         value = self._is_any
-        return _get_is_any(self) if value is None else value
+        if value is None:
+            _analyze(self)
+            value = self._is_any
+        return value
 
     @property
     def stride_order(self):
@@ -688,12 +787,7 @@ class StridedLayout:
         """
         order = self._order
         if order is None:
-            shape, strides = self._shape, self._strides
-            keys = list(zip(map(abs, strides), shape))
-            order = self._order = tuple(
-                sorted(range(len(shape)), key=keys.__getitem__, reverse=True)
-            )
-            # ``reverse`` keeps equal keys in their original order: ties by axis index
+            order = _analyze(self)
         return order
 
     @property
@@ -717,7 +811,11 @@ class StridedLayout:
         """
         value = self._unique
         if value is None:
-            value = self._unique = _is_unique(self)
+            if self._order is None:
+                _analyze(self)
+                value = self._unique
+            if value is None:  # the nesting test failed: settle small volumes exactly
+                value = self._unique = _offsets_are_distinct(self)
         return value
 
     def required_size_in_bytes(self):
@@ -733,8 +831,7 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 4), 4)[1:, ::2].required_size_in_bytes()
         44
         """
-        bounds = self._bounds
-        low, high = _get_bounds(self) if bounds is None else bounds
+        low, high = self._bounds
         if low < 0:
             raise ValueError(
                 f"layout {self!r} reaches offset {low} before its start: the size it "
@@ -755,7 +852,8 @@ class StridedLayout:
         """
         mask = self._mask
         if mask is None:
-            mask = self._mask = _merged(self._shape, self._strides, -1)[2]
+            _analyze(self)
+            mask = self._mask
         return mask
 
     def offset_of(self, index):
@@ -771,21 +869,30 @@ class StridedLayout:
         (9, 15)
         """
         shape = self._shape
+        n = len(shape)
         if type(index) is not tuple or not _ONLY_INT.issuperset(map(type, index)):
             index = _as_ints(index, "index", scalar_ok=False)
-        if len(index) != len(shape):
+        if len(index) != n:
             raise AxisError(
                 f"index {_describe(index)} has {len(index)} entries; the layout has "
-                f"{len(shape)} dimensions"
+                f"{n} dimensions"
             )
-        offset = self._offset
-        for axis, (i, e, s) in enumerate(zip(index, shape, self._strides)):
-            if not -e <= i < e:
-                raise AxisError(
-                    f"index {i} is out of bounds for axis {axis} with extent {e}"
-                )
-            offset += (i + e if i < 0 else i) * s
-        return offset
+        try:
+            packed = _int64s(index)
+        except OverflowError:  # an entry beyond int64: out of range for every extent
+            status, value = C.OUT_OF_RANGE, next(
+                axis for axis, i in enumerate(index) if not -_INT64_MAX <= i <= _INT64_MAX
+            )
+        else:
+            status, value = _OFFSET_OF(
+                self._packed or self._lay(), n, self._offset, packed
+            )
+        if status:
+            raise AxisError(
+                f"index {index[value]} is out of bounds for axis {value} with extent "
+                f"{shape[value]}"
+            )
+        return value
 
     # ---------------------------------------------------------------- transforms
     def permuted(self, axis_order):
@@ -809,7 +916,10 @@ class StridedLayout:
                 new_shape.append(shape[a])
                 new_strides.append(strides[a])
             else:
-                return _new(tuple(new_shape), tuple(new_strides), self._itemsize, self._offset)
+                return _new(
+                    StridedLayout, tuple(new_shape), tuple(new_strides), self._itemsize,
+                    self._offset, self._volume, self._bounds,
+                )
         if (
             type(order) is not tuple
             or len(order) != ndim
@@ -819,8 +929,11 @@ class StridedLayout:
             order = _normalize_permutation(axis_order, ndim, "axis_order")
         if ndim > 1:
             take = operator.itemgetter(*order)
-            return _new(take(shape), take(strides), self._itemsize, self._offset)
-        return _new(shape, strides, self._itemsize, self._offset)
+            shape, strides = take(shape), take(strides)
+        return _new(
+            StridedLayout, shape, strides, self._itemsize, self._offset, self._volume,
+            self._bounds,
+        )
 
     def squeezed(self):
         """The layout without its extent-1 axes.
@@ -831,14 +944,18 @@ class StridedLayout:
         (3, 2)
         """
         shape = self._shape
-        if 1 not in shape:
-            return _new(shape, self._strides, self._itemsize, self._offset)
-        new_shape, new_strides = [], []
-        for e, s in zip(shape, self._strides):
-            if e != 1:
-                new_shape.append(e)
-                new_strides.append(s)
-        return _new(tuple(new_shape), tuple(new_strides), self._itemsize, self._offset)
+        strides = self._strides
+        if 1 in shape:
+            new_shape, new_strides = [], []
+            for e, s in zip(shape, strides):
+                if e != 1:
+                    new_shape.append(e)
+                    new_strides.append(s)
+            shape, strides = tuple(new_shape), tuple(new_strides)
+        return _new(
+            StridedLayout, shape, strides, self._itemsize, self._offset, self._volume,
+            self._bounds,
+        )
 
     def unsqueezed(self, axis):
         """The layout with extent-1 axes inserted at ``axis`` (an int or a sequence).
@@ -852,45 +969,33 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 4), 4).unsqueezed((0, -1)).shape
         (1, 3, 4, 1)
         """
-        shape, strides = self._shape, self._strides
-        ndim = len(shape)
-        if type(axis) is int and -ndim - 1 <= axis <= ndim:
-            if ndim == MAX_NDIM:
-                _check_ndim(ndim + 1, "the unsqueezed layout")
-            at = axis + ndim + 1 if axis < 0 else axis
-            if at < ndim:
-                step = shape[at] * strides[at]
-                stride = step if abs(step) <= _INT64_MAX // self._itemsize else strides[at]
-            else:
-                stride = strides[-1] if ndim else 1
-            return _new(
-                shape[:at] + (1,) + shape[at:],
-                strides[:at] + (stride,) + strides[at:],
-                self._itemsize,
-                self._offset,
-            )
-        axes = _as_ints(axis, "axis")
-        if not axes:
-            return self if type(self) is StridedLayout else _copy(self)
-        out_ndim = ndim + len(axes)
-        _check_ndim(out_ndim, "the unsqueezed layout")
-        new_axes = {_normalize_axis(a, out_ndim, "axis") for a in axes}
-        if len(new_axes) != len(axes):
-            raise ValueError(f"axis {axes} repeats an axis")
-        limit = _INT64_MAX // self._itemsize
-        new_shape = [1] * out_ndim
-        new_strides = [0] * out_ndim
-        following = strides[-1] if ndim else 1  # the stride of new axes after all others
-        old = ndim
-        for i in range(out_ndim - 1, -1, -1):
-            if i in new_axes:
-                new_strides[i] = following
-            else:
-                old -= 1
-                e, s = shape[old], strides[old]
-                new_shape[i], new_strides[i] = e, s
-                following = e * s if abs(e * s) <= limit else s
-        return _new(tuple(new_shape), tuple(new_strides), self._itemsize, self._offset)
+        n = len(self._shape)
+        if type(axis) is int and -n - 1 <= axis <= n:
+            if n == MAX_NDIM:
+                _check_ndim(n + 1, "the unsqueezed layout")
+            m = n + 1
+            new_axes = 1 << (axis + m if axis < 0 else axis)
+        else:
+            axes = _as_ints(axis, "axis")
+            if not axes:
+                return self if type(self) is StridedLayout else _copy(self)
+            m = n + len(axes)
+            _check_ndim(m, "the unsqueezed layout")
+            new_axes = 0
+            for a in axes:
+                bit = 1 << _normalize_axis(a, m, "axis")
+                if new_axes & bit:
+                    raise ValueError(f"axis {axes} repeats an axis")
+                new_axes |= bit
+        out = _ZEROS[: 2 * m]
+        if new_axes > _INT64_MAX:  # bit 63: the kernel's int64 mask is negative
+            new_axes -= _UINT64
+        _UNSQUEEZE(self._packed or self._lay(), n, new_axes, m, self._itemsize, out)
+        values = _UNPACK[2 * m](out)
+        return _new(
+            StridedLayout, values[:m], values[m:], self._itemsize, self._offset,
+            self._volume, self._bounds, out,
+        )
 
     def broadcast_to(self, shape):
         """The layout broadcast to ``shape`` (NumPy rules; new and stretched axes get stride 0).
@@ -900,48 +1005,46 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 1), 4).broadcast_to((2, 3, 5)).strides
         (0, 1, 0)
         """
-        volume = _plain_volume(shape) if type(shape) is tuple else None
-        if volume is None or len(shape) > MAX_NDIM:  # not plain: the full checks
-            if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
-                shape = _as_ints(shape, "shape")
-            if len(shape) > MAX_NDIM:
-                _check_ndim(len(shape), "shape")
-            volume = _check_extents(shape, "shape")
+        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+            shape = _as_ints(shape, "shape")
         m = len(shape)
-        old_shape, old_strides = self._shape, self._strides
-        n = len(old_shape)
+        if m > MAX_NDIM:
+            _check_ndim(m, "shape")
+        n = len(self._shape)
         if m < n:
             raise ValueError(
-                f"cannot broadcast a layout of shape {old_shape} to shape {shape} "
+                f"cannot broadcast a layout of shape {self._shape} to shape {shape} "
                 "with fewer dimensions"
             )
-        lead = m - n
-        if shape[lead:] == old_shape:
-            strides = (0,) * lead + old_strides
-        else:
-            strides = [0] * m
-            for i in range(lead, m):
-                e = old_shape[i - lead]
-                if e == shape[i]:
-                    strides[i] = old_strides[i - lead]
-                elif e != 1:
-                    raise ValueError(
-                        f"cannot broadcast a layout of shape {old_shape} to shape {shape}: "
-                        f"extent {e} does not match {shape[i]} at axis {i}"
-                    )
-            strides = tuple(strides)
-        if volume == 0:
-            return _new(shape, (0,) * m, self._itemsize, 0)
-        if volume > _INT64_MAX:
+        try:
+            out = (array("q", shape) if m <= _FEW else _int64s(shape)) * 2
+        except OverflowError:  # an extent beyond int64
+            _check_extents(shape, "shape")
+            raise
+        status, volume, low, high = _BROADCAST_LAYOUT(
+            self._packed or self._lay(), n, out, m, self._itemsize, self._offset
+        )
+        if status:
+            _check_extents(shape, "shape")  # a negative extent is named as such
+            if status == C.INCOMPATIBLE:
+                raise ValueError(
+                    f"cannot broadcast a layout of shape {self._shape} to shape {shape}: "
+                    f"extent {self._shape[volume - m + n]} does not match {shape[volume]} "
+                    f"at axis {volume}"
+                )
             raise OverflowError(
-                f"broadcasting {self!r} to {shape}: its volume does not fit in int64"
+                f"broadcasting {self!r} to {shape}: {_overflow_reason(status, volume)}"
             )
-        return _new(shape, strides, self._itemsize, self._offset)
+        return _new(
+            StridedLayout, shape, _UNPACK[m](out, 8 * m), self._itemsize, self._offset,
+            volume, (low, high), out,
+        )
 
     def reshaped(self, shape):
         """The layout viewed with another shape of the same volume, without copying.
 
-        One extent may be -1 (inferred). Extent-1 axes never block a reshape.
+        One extent may be -1 (inferred). Extent-1 axes never block a reshape. A
+        zero-volume layout reshapes to all-zero strides.
 
         Raises
         ------
@@ -953,29 +1056,36 @@ class StridedLayout:
         >>> StridedLayout.dense((5, 3, 4), 4).permuted((2, 0, 1)).reshaped((4, 15)).strides
         (1, 4)
         """
-        volume = _get_volume(self)
-        if type(shape) is not tuple or len(shape) > MAX_NDIM or _plain_volume(shape) != volume:
-            # not plain (or a -1, a zero, a mismatch): the full checks, which name the error
-            if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
-                shape = _as_ints(shape, "shape")
-            if len(shape) > MAX_NDIM:
-                _check_ndim(len(shape), "shape")
+        volume = self._volume
+        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+            shape = _as_ints(shape, "shape")
+        m = len(shape)
+        if m > MAX_NDIM:
+            _check_ndim(m, "shape")
+        if -1 in shape:
             shape = _infer_extent(shape, volume)
-        if volume == 0:
-            return _new(shape, (0,) * len(shape), self._itemsize, 0)
-        strides = _reshaped_strides(
-            self._shape, self._strides, shape, _INT64_MAX // self._itemsize
+        try:
+            out = (array("q", shape) if m <= _FEW else _int64s(shape)) * 2
+        except OverflowError:  # an extent beyond int64
+            _infer_extent(shape, volume)  # raises, naming it
+            raise
+        status = _RESHAPE_LAYOUT(
+            self._packed or self._lay(), len(self._shape), out, m, self._itemsize, volume
         )
-        if strides is None:
-            raise ValueError(
-                f"cannot reshape {self!r} to shape {shape}: the strides are "
-                "incompatible (a copy would be needed)"
-            )
-        if strides is _BEYOND_INT64:
+        if status:
+            if status != C.OVERFLOW_OFFSET:
+                _infer_extent(shape, volume)  # a bad extent or another volume: named
+                raise ValueError(
+                    f"cannot reshape {self!r} to shape {shape}: the strides are "
+                    "incompatible (a copy would be needed)"
+                )
             raise OverflowError(
                 f"reshaping {self!r} to shape {shape}: its byte strides do not fit in int64"
             )
-        return _new(shape, strides, self._itemsize, self._offset)
+        return _new(
+            StridedLayout, shape, _UNPACK[m](out, 8 * m), self._itemsize, self._offset,
+            volume, self._bounds, out,
+        )
 
     def flattened(self, start_axis=0, end_axis=-1, mask=None):
         """Merge axes ``start_axis..end_axis`` (inclusive) wherever the strides allow.
@@ -993,16 +1103,22 @@ class StridedLayout:
         n = len(self._shape)
         if mask is not None:
             mask = _as_index(mask, "mask")
-            if not 0 <= mask < 2**64:
+            if not 0 <= mask < _UINT64:
                 raise OverflowError(f"mask = {mask} does not fit in uint64")
+            mask = _signed64(mask)
         elif type(start_axis) is type(end_axis) is int and start_axis == 0 and end_axis == -1:
             mask = -1
         else:
             start = _normalize_axis(start_axis, n, "start_axis")
             end = _normalize_axis(end_axis, n, "end_axis")
-            mask = ((1 << (end + 1)) - (1 << (start + 1))) if end > start else 0
-        shape, strides, _ = _merged(self._shape, self._strides, mask)
-        return _new(shape, strides, self._itemsize, self._offset)
+            mask = _signed64((1 << (end + 1)) - (1 << (start + 1))) if end > start else 0
+        out = _ZEROS[: 2 * (n or 1)]
+        m = _FLATTEN(self._packed or self._lay(), n, mask, out, n or 1)
+        values = _UNPACK[2 * m](out)
+        return _new(
+            StridedLayout, values[:m], values[m:], self._itemsize, self._offset,
+            self._volume, self._bounds, out,
+        )
 
     def repacked(self, itemsize, data_ptr=0, axis=-1, keep_dim=True):
         """Reinterpret the elements as elements of ``itemsize`` bytes along ``axis``.
@@ -1011,7 +1127,7 @@ class StridedLayout:
         1 along ``axis``, and the extent there, the slice offset, every other stride and
         ``data_ptr`` to be compatible. Unpacking needs the current itemsize to be a
         multiple of the new one. With ``keep_dim=False`` an axis packed down to extent 1
-        is dropped.
+        is dropped. A zero-volume layout repacks to all-zero strides and offset 0.
 
         Examples
         --------
@@ -1022,8 +1138,7 @@ class StridedLayout:
         """
         new_itemsize = _check_itemsize(itemsize)
         data_ptr = _as_index(data_ptr, "data_ptr")
-        shape = self._shape
-        n = len(shape)
+        n = len(self._shape)
         old = self._itemsize
         if new_itemsize == old:
             if n:  # nothing to repack on a 0-d layout, but the axis must still be valid
@@ -1047,57 +1162,39 @@ class StridedLayout:
                 f"cannot unpack elements of {old} bytes into elements of itemsize "
                 f"{new_itemsize}: not a divisor"
             )
-        new_shape = list(shape)
-        new_strides = list(self._strides)
-        offset = self._offset
-        empty = 0 in shape
-        if not empty:
-            if shape[ax] != 1 and new_strides[ax] != 1:
-                raise self._repack_error(new_itemsize, ax, f"its stride there is {new_strides[ax]}, not 1")
-            new_strides[ax] = 1  # an extent-1 axis may have had any stride
-        if new_itemsize > old:
-            k = new_itemsize // old
-            if shape[ax] % k:
-                raise self._repack_error(
-                    new_itemsize, ax, f"the extent {shape[ax]} there is not divisible by {k}"
-                )
-            new_shape[ax] = shape[ax] // k
-            if not empty:
-                if offset % k:
-                    raise self._repack_error(
-                        new_itemsize, ax, f"the slice offset {offset} is not divisible by {k}"
-                    )
-                offset //= k
-                for i, (e, s) in enumerate(zip(shape, new_strides)):
-                    if i != ax:
-                        if s % k and e != 1:
-                            raise self._repack_error(
-                                new_itemsize, ax, f"the stride of axis {i} is not divisible by {k}"
-                            )
-                        new_strides[i] = s // k  # extent-1 axes: any stride will do
-        else:
-            k = old // new_itemsize
-            new_shape[ax] = shape[ax] * k
-            # byte strides and byte offsets keep their values; only the count can grow
-            if new_shape[ax] > _INT64_MAX or _get_volume(self) * k > _INT64_MAX:
-                raise OverflowError(
-                    f"repacking {self!r} to itemsize {new_itemsize}: its volume does not "
-                    "fit in int64"
-                )
-            if not empty:
-                offset *= k
-                for i in range(n):
-                    if i != ax:
-                        new_strides[i] *= k
-        if not keep_dim and new_shape[ax] == 1:
-            del new_shape[ax], new_strides[ax]
-        if empty:
-            return _new(tuple(new_shape), (0,) * len(new_shape), new_itemsize, 0)
-        return _new(tuple(new_shape), tuple(new_strides), new_itemsize, offset)
+        out = _ZEROS[: 2 * n]
+        status, offset, volume, low, high = _REPACK_LAYOUT(
+            self._packed or self._lay(), n, self._offset, old, new_itemsize, ax, out
+        )
+        if status:
+            raise self._repack_failure(status, offset, volume, new_itemsize, ax)
+        values = _UNPACK[2 * n](out)
+        shape, strides = values[:n], values[n:]
+        if not keep_dim and shape[ax] == 1:
+            shape = shape[:ax] + shape[ax + 1 :]
+            strides = strides[:ax] + strides[ax + 1 :]
+            out = None
+        return _new(
+            StridedLayout, shape, strides, new_itemsize, offset, volume, (low, high), out
+        )
 
-    def _repack_error(self, new_itemsize, axis, reason):
-        return ValueError(
-            f"cannot repack {self!r} to itemsize {new_itemsize} along axis {axis}: {reason}"
+    def _repack_failure(self, status, reason, axis, new_itemsize, ax):
+        """The exception for a failed ``repack_layout`` (see its status codes)."""
+        old = self._itemsize
+        if status == C.INCOMPATIBLE:
+            k = new_itemsize // old
+            why = {
+                1: f"its stride there is {self._strides[ax]}, not 1",
+                2: f"the extent {self._shape[ax]} there is not divisible by {k}",
+                3: f"the slice offset {self._offset} is not divisible by {k}",
+                4: f"the stride of axis {axis} is not divisible by {k}",
+            }[reason]
+            return ValueError(
+                f"cannot repack {self!r} to itemsize {new_itemsize} along axis {ax}: {why}"
+            )
+        return OverflowError(
+            f"repacking {self!r} to itemsize {new_itemsize}: "
+            f"{_overflow_reason(status, -1 if status == C.OVERFLOW_VOLUME else axis)}"
         )
 
     def max_compatible_itemsize(self, max_itemsize=16, data_ptr=0, axis=-1):
@@ -1109,7 +1206,8 @@ class StridedLayout:
         gives 8 for ``max_itemsize=16`` although ``repacked(12)`` would work. Results stay
         below the itemsize limit 2**31: where the common divisor is larger (a
         ``max_itemsize`` of 2**31 or more), it is divided by its smallest prime factors
-        until it fits, which gives the largest size for powers of two.
+        until it fits, which gives the largest size for powers of two. A ``max_itemsize``
+        beyond int64 counts with its largest power-of-two divisor (at most 2**62).
 
         Examples
         --------
@@ -1124,34 +1222,27 @@ class StridedLayout:
         if max_itemsize <= 0:
             raise ValueError(f"max_itemsize must be positive, got {max_itemsize}")
         data_ptr = _as_index(data_ptr, "data_ptr")
-        shape, strides = self._shape, self._strides
-        ax = _normalize_axis(axis, len(shape), "axis")
+        n = len(self._shape)
+        ax = _normalize_axis(axis, n, "axis")
         itemsize = self._itemsize
         if max_itemsize < itemsize:
             raise ValueError(
                 f"max_itemsize {max_itemsize} is smaller than the itemsize {itemsize}"
             )
-        if 0 not in shape and shape[ax] != 1 and strides[ax] != 1:
-            return itemsize
-        # every byte quantity repacked() divides by the new size (Python ints: exact)
-        common = math.gcd(
-            max_itemsize,
-            data_ptr,
-            self._offset * itemsize,
-            shape[ax] * itemsize,
-            *[s * itemsize for i, (e, s) in enumerate(zip(shape, strides)) if i != ax and e != 1],
+        if max_itemsize > _INT64_MAX:
+            max_itemsize = math.gcd(max_itemsize, 2**62)
+        return _MAX_COMPATIBLE_ITEMSIZE(
+            self._packed or self._lay(), n, self._offset, itemsize, max_itemsize,
+            data_ptr % max_itemsize, ax,
         )
-        if common % itemsize:
-            return itemsize
-        if common < _ITEMSIZE_LIMIT:
-            return common
-        return itemsize * _reduced_below(common // itemsize, (_ITEMSIZE_LIMIT - 1) // itemsize)
 
     def sliced(self, slices):
         """The layout of ``array[slices]`` for an array with this layout (NumPy basic indexing).
 
         ``slices`` may hold ints, slices, ``None`` (a new extent-1 axis) and one
-        ``Ellipsis``; a non-tuple is one item.
+        ``Ellipsis``; a non-tuple is one item. Strides and slice offset are NumPy's, also
+        for an empty result: an empty slice keeps the axis' stride and adds nothing to
+        the slice offset.
 
         Examples
         --------
@@ -1161,90 +1252,82 @@ class StridedLayout:
         >>> layout[1, 2, 3].slice_offset
         45
         """
-        shape, strides = self._shape, self._strides
         items = slices if type(slices) is tuple else (slices,)
+        shape = self._shape
         n = len(shape)
-        new_shape = []
-        new_strides = []
-        offset = self._offset
-        limit = _INT64_MAX // self._itemsize
-        empty = False
-        axis = 0
+        # the kernel's items (see apply_index): slices normalised by Python's own
+        # slice.indices (it clamps and checks their bounds), indices as given
+        spec = []
+        axis = m = 0
         for position, item in enumerate(items):
-            if item is None:
-                new_shape.append(1)
-                new_strides.append(0)  # NumPy's stride for a new axis
-                continue
-            if item is Ellipsis:
+            if type(item) is slice:
+                if axis == n:
+                    raise _too_many_indices(items, n)
+                try:
+                    spec += item.indices(shape[axis])
+                except Exception as exc:  # bounds that are not integers, a step of 0
+                    raise _slice_error(item, axis) from exc
+                axis += 1
+                m += 1
+            elif item is None:
+                spec += _NEW_AXIS_ITEM
+                m += 1
+            elif item is Ellipsis:
                 whole = n - axis - _consumed(items, position + 1)
                 if whole < 0:
                     raise _too_many_indices(items, n)
-                new_shape += shape[axis : axis + whole]
-                new_strides += strides[axis : axis + whole]
+                spec += (whole, C.ITEM_WHOLE, 0)
                 axis += whole
-                continue
-            if axis == n:
-                raise _too_many_indices(items, n)
-            e = shape[axis]
-            s = strides[axis]
-            if type(item) is slice:
-                if item.start is None and item.stop is None and item.step is None:
-                    new_shape.append(e)  # ":" keeps the axis
-                    new_strides.append(s)
-                    axis += 1
-                    continue
-                try:
-                    start, stop, step = item.indices(e)
-                except Exception as exc:  # bounds that are not integers, or a step of 0
-                    raise _slice_error(item, axis) from exc
-                if step > 0:
-                    length = (stop - start + step - 1) // step if stop > start else 0
-                else:
-                    length = (start - stop - step - 1) // -step if start > stop else 0
-                if length == 0:
-                    empty = True
-                offset += start * s
-                if -limit <= s * step <= limit:
-                    s *= step
-                elif length > 1:
-                    raise OverflowError(
-                        f"indexing {self!r} with {_describe(slices)}: the stride of axis "
-                        f"{axis} becomes {s * step} elements, beyond int64 in bytes"
-                    )  # else extent 1: the stride is never used, keep a fitting one
-                new_shape.append(length)
-                new_strides.append(s)
+                m += whole
             else:
-                if type(item) is not int:
-                    item = _index_item(item)
-                if not -e <= item < e:
-                    raise AxisError(
-                        f"index {item} is out of bounds for axis {axis} with extent {e}"
-                    )
-                offset += (item + e if item < 0 else item) * s
-            axis += 1
-        if axis < n:  # the axes not indexed are kept whole
-            new_shape += shape[axis:]
-            new_strides += strides[axis:]
-        m = len(new_shape)
+                if axis == n:
+                    raise _too_many_indices(items, n)
+                spec += (item if type(item) is int else _index_item(item), C.ITEM_INDEX, 0)
+                axis += 1
+        m += n - axis
         if m > MAX_NDIM:
             _check_ndim(m, "the indexed layout")
-        if empty or 0 in shape:
-            return _new(tuple(new_shape), (0,) * m, self._itemsize, 0)
-        return _new(tuple(new_shape), tuple(new_strides), self._itemsize, offset)
+        try:
+            packed = array("q", spec) if len(spec) <= _FEW else _int64s(spec)
+        except OverflowError:  # a step or an index beyond int64
+            packed = _int64s(_fit_int64(spec, shape))
+        out = _ZEROS[: 2 * m]
+        status, offset, volume, low, high = _APPLY_INDEX(
+            self._packed or self._lay(), n, self._offset, self._itemsize, packed, out, m
+        )
+        if status:
+            raise self._index_failure(slices, spec, status, offset, volume)
+        return _new(
+            StridedLayout, _UNPACK[m](out), _UNPACK[m](out, 8 * m), self._itemsize, offset,
+            volume, (low, high), out,
+        )
 
     __getitem__ = sliced
+
+    def _index_failure(self, slices, spec, status, axis, position):
+        """The exception for a failed ``apply_index`` (see its status codes)."""
+        if status == C.OUT_OF_RANGE:
+            return AxisError(
+                f"index {spec[3 * position]} is out of bounds for axis {axis} with "
+                f"extent {self._shape[axis]}"
+            )
+        if status == C.OVERFLOW_OFFSET:
+            why = f"the stride of axis {axis} times the step does not fit in int64 in bytes"
+        else:
+            why = _overflow_reason(status, axis)
+        return OverflowError(f"indexing {self!r} with {_describe(slices)}: {why}")
 
     # ---------------------------------------------------------------- identity
     def __eq__(self, other):
         # equal when every index maps to the same offset: strides of extent-1 axes are
-        # never used, so they do not count
+        # never used, and a zero-volume layout maps no index at all
         if not isinstance(other, StridedLayout):
             return NotImplemented
-        if (
-            self._shape != other._shape
-            or self._itemsize != other._itemsize
-            or self._offset != other._offset
-        ):
+        if self._shape != other._shape or self._itemsize != other._itemsize:
+            return False
+        if not self._volume:
+            return True
+        if self._offset != other._offset:
             return False
         if self._strides == other._strides:
             return True
@@ -1253,8 +1336,12 @@ class StridedLayout:
     def __hash__(self):
         value = self._hash
         if value is None:
-            strides = _used_strides(self) if 1 in self._shape else self._strides
-            value = self._hash = hash((self._shape, strides, self._itemsize, self._offset))
+            if not self._volume:
+                key = (self._shape, self._itemsize)
+            else:
+                strides = _used_strides(self) if 1 in self._shape else self._strides
+                key = (self._shape, strides, self._itemsize, self._offset)
+            value = self._hash = hash(key)
         return value
 
     def __reduce__(self):
@@ -1323,13 +1410,6 @@ def _numba_types():
 
 
 _SLOT_NAMES = frozenset(StridedLayout.__slots__)
-# the base class's getters: what layoutkit itself reads, whatever a subclass overrides
-_get_volume = StridedLayout.volume.fget
-_get_bounds = StridedLayout.offset_bounds.fget
-_get_order = StridedLayout.stride_order.fget
-_get_is_c = StridedLayout.is_contiguous_c.fget
-_get_is_f = StridedLayout.is_contiguous_f.fget
-_get_is_any = StridedLayout.is_contiguous_any.fget
 
 
 def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout):
@@ -1338,10 +1418,8 @@ def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout):
         raise TypeError(f"cannot unpickle a layout as {_describe(cls)}: not a StridedLayout")
     layout = StridedLayout(shape, strides, itemsize)
     offset = _as_index(slice_offset, "slice_offset")
-    if offset and 0 not in layout._shape:
-        if not -_INT64_MAX <= offset <= _INT64_MAX:
-            raise OverflowError(f"slice_offset = {offset} does not fit in int64")
-        layout = _validated(
+    if offset:
+        layout = StridedLayout._checked(
             layout._shape, layout._strides, layout._itemsize, offset, "unpickled layout"
         )
     if cls is not StridedLayout:
@@ -1351,154 +1429,54 @@ def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout):
 
 def _copy(layout, cls=StridedLayout):
     """An instance of ``cls`` with the values of ``layout`` (already valid)."""
-    return _new(layout._shape, layout._strides, layout._itemsize, layout._offset, cls)
+    return _new(
+        cls, layout._shape, layout._strides, layout._itemsize, layout._offset,
+        layout._volume, layout._bounds, layout._packed,
+    )
 
 
 def _used_strides(layout):
     """The strides with those of extent-1 axes (never used) replaced by 0."""
-    return tuple(0 if e == 1 else s for e, s in zip(layout._shape, layout._strides))
+    return tuple([0 if e == 1 else s for e, s in zip(layout._shape, layout._strides)])
 
 
-def _divided(strides, itemsize):
-    """Byte strides as element strides; ValueError for one that is not a multiple."""
-    result = []
-    for i, s in enumerate(strides):
-        q, r = divmod(s, itemsize)
-        if r:
-            raise ValueError(f"strides[{i}] = {s} bytes is not a multiple of itemsize {itemsize}")
-        result.append(q)
-    return tuple(result)
+def _analyze(layout):
+    """Fill the derived slots of ``layout`` with one kernel call; returns the stride order.
 
-
-def _dense_strides(shape, order, itemsize, name):
-    """Dense strides for ``shape`` with axes ``order`` (slowest first), checked to fit.
-
-    A zero volume gives all-zero strides. Otherwise the volume in bytes must fit in int64
-    (every stride and offset of a dense layout is below it).
+    ``_unique`` is set only where the kernel's nesting test proves uniqueness (see
+    ``is_unique`` for the rest).
     """
-    volume = _check_extents(shape, name)
-    ndim = len(shape)
-    if volume == 0 or ndim == 0:
-        return (0,) * ndim
-    if volume > _INT64_MAX // itemsize:
-        what = "its volume does" if volume > _INT64_MAX else "its size in bytes does"
-        raise OverflowError(f"dense layout of {name} {shape}: {what} not fit in int64")
-    if order is _IOTA[ndim]:
-        strides = tuple(_accumulate(shape[:0:-1], _mul, initial=1))[::-1]
-    elif order is _REVERSED[ndim]:
-        strides = tuple(_accumulate(shape[:-1], _mul, initial=1))
-    else:
-        ordered = [shape[a] for a in order]
-        running = list(_accumulate(ordered[:0:-1], _mul, initial=1))
-        result = [0] * ndim
-        for a, s in zip(reversed(order), running):
-            result[a] = s
-        strides = tuple(result)
-    return strides
+    n = len(layout._shape)
+    info = _ZEROS[: C.INFO_ORDER + n]
+    _ANALYZE(layout._lay(), n, layout._itemsize, layout._offset, info)
+    flags = info[C.INFO_FLAGS]
+    layout._is_c = flags & C.FLAG_C != 0
+    layout._is_f = flags & C.FLAG_F != 0
+    layout._is_any = flags & C.FLAG_ANY != 0
+    if flags & C.FLAG_UNIQUE:
+        layout._unique = True
+    mask = info[C.INFO_MASK]
+    layout._mask = mask + _UINT64 if mask < 0 else mask
+    order = layout._order = _UNPACK[n](info, 8 * C.INFO_ORDER)
+    return order
 
 
-def _offset_bounds(shape, strides, offset):
-    """``(lowest, highest)`` element offset; ``(0, -1)`` for a zero volume."""
-    if 0 in shape:
-        return (0, -1)
-    low = high = offset
-    for e, s in zip(shape, strides):
-        if s > 0:
-            high += s * (e - 1)
-        else:
-            low += s * (e - 1)
-    return (low, high)
-
-
-def _is_contiguous(shape, strides, fastest_first):
-    """Whether the axes, taken in the order ``fastest_first``, step through the elements one
-    by one (extent-1 axes skipped); a zero volume is contiguous."""
-    if 0 in shape:
-        return True
-    expected = 1
-    for axis in fastest_first:
-        e = shape[axis]
-        if e != 1:
-            if strides[axis] != expected:
-                return False
-            expected *= e
-    return True
-
-
-def _is_unique(layout):
-    """``is_unique``: the nesting test, then enumeration for small volumes."""
-    shape, strides = layout._shape, layout._strides
-    if 0 in shape:
-        return True
-    axes = sorted((abs(s), e) for e, s in zip(shape, strides) if e != 1)
-    reach = 0  # the largest offset the faster axes reach (Python ints: no wraparound)
-    for s, e in axes:
-        if s <= reach:
-            break
-        reach += s * (e - 1)
-    else:
-        return True
-    if axes[0][0] == 0 or _get_volume(layout) > _EXACT_UNIQUE_LIMIT:
-        return False  # a broadcast axis, or too many elements to enumerate
-    offsets = [0]
-    for s, e in axes:
-        offsets = [o + i * s for i in range(e) for o in offsets]
-    return len(set(offsets)) == len(offsets)
-
-
-def _merged(shape, strides, mask):
-    """Merge axis ``j`` into axis ``j - 1`` where bit ``j`` of ``mask`` allows and the
-    strides do; returns ``(shape, strides, merge_mask)``.
-
-    Extent-1 axes never block a merge; a merged extent must fit in int64 (it always does
-    but in a zero-volume layout, whose strides are all 0). A 0-d layout gives ``(1,)``.
-    """
-    n = len(shape)
-    if n == 0:
-        return (1,), (1,), 0
-    if mask == -1 and 1 in shape and 0 not in shape:
-        # every merge allowed and extent-1 axes never block one: merge the others (many
-        # dimensions are mostly extent 1); the mask marks every extent-1 axis too
-        axes = [j for j, e in enumerate(shape) if e != 1]
-        if not axes:
-            return (1,), (strides[0],), (1 << n) - 2
-        sub_shape, sub_strides, sub_merges = _merged(
-            tuple([shape[j] for j in axes]), tuple([strides[j] for j in axes]), -1
-        )
-        merges = (1 << n) - 2  # axes 1..n-1 merge, but where two kept axes do not
-        for k in range(1, len(axes)):
-            if not sub_merges >> k & 1:
-                merges &= ~(1 << axes[k])
-        return sub_shape, sub_strides, merges
-    out_shape = []
-    out_strides = []
-    merges = 0
-    group_extent = shape[0]
-    group_stride = strides[0]
-    for j in range(1, n):
-        e = shape[j]
-        s = strides[j]
-        if (
-            mask >> j & 1
-            and (group_extent == 1 or e == 1 or group_stride == s * e)
-            and group_extent * e <= _INT64_MAX
-        ):
-            merges |= 1 << j
-            if e != 1:
-                group_stride = s
-            group_extent *= e
-        else:
-            out_shape.append(group_extent)
-            out_strides.append(group_stride)
-            group_extent = e
-            group_stride = s
-    out_shape.append(group_extent)
-    out_strides.append(group_stride)
-    return tuple(out_shape), tuple(out_strides), merges
+def _offsets_are_distinct(layout):
+    """Exact uniqueness by enumerating the offsets (volumes up to EXACT_UNIQUE_LIMIT)."""
+    volume = layout._volume
+    if volume > C.EXACT_UNIQUE_LIMIT:
+        return False  # too many elements to enumerate: the conservative answer
+    scratch = array("q", bytes(8 * volume))
+    return _OFFSETS_ARE_DISTINCT(layout._lay(), len(layout._shape), layout._offset, scratch)
 
 
 def _infer_extent(shape, volume):
-    """Replace a single -1 extent by the one that makes the volume ``volume``."""
+    """Replace a single -1 extent by the one that makes the volume ``volume``.
+
+    Returns ``shape`` itself when it has no -1 and its volume is ``volume``; raises,
+    naming the extent, for any other extent below 0 or beyond int64 and for a volume that
+    cannot match.
+    """
     unknown = None
     known = 1
     for i, e in enumerate(shape):
@@ -1507,7 +1485,7 @@ def _infer_extent(shape, volume):
                 raise ValueError(f"shape {shape} has more than one -1 extent")
             unknown = i
         elif e < 0:
-            raise ValueError(f"shape[{i}] = {e} is negative; extents must be >= 0 or -1")
+            raise _negative_extent("shape", shape, i)
         elif e > _INT64_MAX:  # a zero volume would let it through
             raise OverflowError(f"shape[{i}] = {e} does not fit in int64")
         else:
@@ -1529,97 +1507,31 @@ def _infer_extent(shape, volume):
     return shape[:unknown] + (volume // known,) + shape[unknown + 1 :]
 
 
-_BEYOND_INT64 = object()  # _reshaped_strides: a stride the new shape needs does not fit
-
-
-def _reshaped_strides(shape, strides, new_shape, limit):
-    """Strides for viewing a non-empty layout with ``new_shape`` (same volume), or None.
-
-    NumPy's no-copy reshape: extent-1 axes are dropped, the remaining old axes and the new
-    axes are matched in groups of equal volume; each old group must be C-contiguous. Within
-    a group each new stride is the next one times the next extent; a new extent-1 axis
-    whose stride would be beyond ``limit`` (in elements) takes the next stride instead (it
-    is never used), any other returns ``_BEYOND_INT64``. New extent-1 axes after every
-    group take the last stride.
-    """
-    innermost = 1  # the common case first: the non-unit axes form one C-contiguous group
-    expected = None
-    for e, s in zip(reversed(shape), reversed(strides)):
-        if e != 1:
-            if expected is None:
-                innermost = s
-            elif s != expected:
-                break
-            expected = s * e
-    else:  # one group: C strides of the new shape, in units of the innermost stride
-        result = []
-        running = innermost
-        for e in reversed(new_shape):
-            if -limit <= running <= limit:
-                result.append(running)
-            elif e == 1:
-                result.append(result[-1])
-            else:
-                return _BEYOND_INT64
-            running *= e
-        result.reverse()
-        return tuple(result)
-    old_shape, old_strides = [], []
-    for e, s in zip(shape, strides):
-        if e != 1:
-            old_shape.append(e)
-            old_strides.append(s)
-    m = len(new_shape)
-    k = len(old_shape)
-    result = [0] * m
-    oi = ni = 0
-    while ni < m and oi < k:
-        nj, oj = ni + 1, oi + 1
-        new_volume = new_shape[ni]
-        old_volume = old_shape[oi]
-        while new_volume != old_volume:
-            if new_volume < old_volume:
-                new_volume *= new_shape[nj]
-                nj += 1
-            else:
-                old_volume *= old_shape[oj]
-                oj += 1
-        for ok in range(oi, oj - 1):
-            if old_strides[ok] != old_shape[ok + 1] * old_strides[ok + 1]:
-                return None
-        running = result[nj - 1] = old_strides[oj - 1]
-        for nk in range(nj - 1, ni, -1):
-            running *= new_shape[nk]  # Python ints: the true stride, whatever it is
-            if -limit <= running <= limit:
-                result[nk - 1] = running
-            elif new_shape[nk - 1] == 1:
-                result[nk - 1] = result[nk]
-            else:
-                return _BEYOND_INT64
-        ni, oi = nj, oj
-    last = result[ni - 1] if ni else 1
-    for nk in range(ni, m):
-        result[nk] = last
-    return tuple(result)
-
-
-def _reduced_below(q, bound):
-    """``q`` divided by its smallest prime factors (below 2**16) until it is <= ``bound``.
-
-    A divisor of ``q``, the largest one for a power of two (1 if no small factor is left
-    to remove). The rule of ``layoutkit._kernels.reduced_below``.
-    """
-    p = 2
-    while q > bound:
-        while p < 65536 and q % p:
-            p += 1
-        if p >= 65536:
-            return 1
-        q //= p
-    return q
-
-
 # ------------------------------------------------------------------------- indexing
+_NEW_AXIS_ITEM = (0, C.ITEM_NEWAXIS, 0)
+
+
+def _fit_int64(spec, shape):
+    """``spec`` with every slice step clamped to int64 (a step beyond it leaves at most
+    one element, so the meaning is kept); AxisError for an integer index beyond int64."""
+    fitted = list(spec)
+    axis = 0
+    for i in range(0, len(spec), 3):
+        a, b, c = spec[i : i + 3]
+        if c:
+            fitted[i + 2] = max(-_INT64_MAX, min(c, _INT64_MAX))
+            axis += 1
+        elif b == C.ITEM_INDEX:
+            if not -_INT64_MAX <= a <= _INT64_MAX:
+                raise AxisError(
+                    f"index {a} is out of bounds for axis {axis} with extent {shape[axis]}"
+                )
+            axis += 1
+        elif b == C.ITEM_WHOLE:
+            axis += a
+    return fitted
+
+
 def _consumed(items, start):
     """How many of ``items[start:]`` index an axis (not ``None``, not ``Ellipsis``)."""
     count = 0

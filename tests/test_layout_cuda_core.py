@@ -13,7 +13,9 @@ import math
 import numpy as np
 import pytest
 from helpers.strategies import (
+    address,
     assert_same_mapping,
+    assert_zero_volume_rule,
     basic_indices,
     broadcast_targets,
     enumerable,
@@ -52,8 +54,10 @@ DIFFERENCES = {
     "9": "strides are never None: implicit C strides are resolved, so strides, "
     "strides_in_bytes and stride_order describe the real layout.",
     "10": "is_unique is exact where the reference is conservative (interleaved strides).",
-    "11": "zero-volume layouts have all-zero strides and slice offset 0 (so their flags, "
-    "stride order, dense_like results and mask follow from the shape alone), and squeezed "
+    "11": "zero-volume layouts of one shape and itemsize are equal whatever their strides, "
+    "dense_like/to_dense give them all-zero strides (the reference passes any strides on), "
+    "an empty slice keeps NumPy's strides and offset (the reference zeroes every stride), "
+    "flattened merges any of their axes, repacked gives them all-zero strides, and squeezed "
     "keeps NumPy's shape instead of (0,).",
 }
 
@@ -142,7 +146,7 @@ def classify(probe, case, ours, theirs, args=()):
         return "9"
     empty_result = ours[0] == "ok" and is_plain_layout(ours[1]) and 0 in ours[1][0]
     if case.empty or empty_result:
-        assert_zero_volume_canonical(probe, layout, ours, theirs, args)
+        assert_zero_volume_rule_applies(probe, layout, ours, theirs, args)
         return "11"
     if is_eager_overflow(ours, theirs):
         return "5"
@@ -214,24 +218,42 @@ def assert_stride_order(layout):
     assert keys == sorted(keys)
 
 
-def assert_zero_volume_canonical(probe, layout, ours, theirs, args):
-    """DECISIONS 11: layoutkit's zero-volume answer follows from the shape alone.
+def assert_zero_volume_rule_applies(probe, layout, ours, theirs, args):
+    """DECISIONS 11: where a zero volume is involved, layoutkit's answer follows its rule.
 
-    A layout result differs from the reference's only in strides and offset (and in
-    shape for ``squeezed``, where layoutkit keeps NumPy's shape).
+    Every zero-volume layout is valid and equals the dense one of its shape; a layout
+    result has the reference's shape (NumPy's for ``squeezed`` and ``repacked``, fewer
+    axes for ``flattened``), dense
+    and repacked ones have all-zero strides and an empty slice NumPy's strides and offset.
     """
-    if 0 in layout.shape:
-        assert layout.strides == (0,) * layout.ndim and layout.slice_offset == 0
-    if ours[0] == "ok" and is_plain_layout(ours[1]):
-        shape, strides, _, offset = ours[1]
-        if 0 in shape:
-            assert strides == (0,) * len(shape) and offset == 0
-        if theirs[0] == "ok" and probe != "squeezed":
-            assert shape == theirs[1][0]
-        if probe == "squeezed":
-            assert shape == tuple(e for e in layout.shape if e != 1)  # NumPy's squeeze
-        if probe == "repacked" and 0 in layout.shape:
-            assert shape == numpy_empty_repacked_shape(layout, *args)
+    assert_zero_volume_rule(layout)
+    if ours[0] != "ok" or not is_plain_layout(ours[1]):
+        return
+    result = rebuild(ours[1])
+    assert_zero_volume_rule(result)
+    if theirs[0] == "ok" and probe not in ("squeezed", "flattened"):
+        assert result.shape == theirs[1][0]
+    if probe == "flattened" and theirs[0] == "ok":  # merged at least as much
+        assert result.volume == 0 and result.ndim <= len(theirs[1][0])
+    if probe == "squeezed":
+        assert result.shape == tuple(e for e in layout.shape if e != 1)  # NumPy's squeeze
+    if result.volume:
+        return
+    numpy_can = math.prod(e or 1 for e in layout.shape) < 2**40  # NumPy's size limit
+    if probe == "repacked" and 0 in layout.shape and numpy_can:
+        assert result.shape == numpy_empty_repacked_shape(layout, *args)
+    if probe in ("to_dense", "repacked"):
+        assert result.strides == (0,) * result.ndim and result.slice_offset == 0
+    if probe == "sliced" and layout.volume:
+        assert_numpy_slice(layout, args[0], result)
+
+
+def assert_numpy_slice(layout, index, result):
+    """``result`` has the strides and offset of NumPy's view of ``layout[index]``."""
+    whole = numpy_view(layout)
+    view = whole[index]
+    assert result.strides == tuple(s // 8 for s in view.strides)
+    assert result.slice_offset == layout.slice_offset + (address(view) - address(whole)) // 8
 
 
 def numpy_empty_repacked_shape(layout, itemsize, data_ptr, axis, keep_dim):
@@ -433,14 +455,21 @@ def check_case(case, draw):
 
 
 def classify_construction(case):
-    """Built layouts differ: zero-volume canonical form (11) or eager overflow (5)."""
+    """Built layouts differ: the zero-volume rule (11) or eager overflow (5)."""
     if case.ours[0] == "error":
         assert case.ours[1] is OverflowError
         assert overflows(plain(case.theirs_layout))
         return "5"
     layout = case.ours_layout
     if 0 in layout.shape:
-        assert layout.strides == (0,) * layout.ndim and layout.slice_offset == 0
+        assert_zero_volume_rule(layout)
+        if case.index is None:  # implicit C strides (else they would agree): dense, all 0
+            assert case.args[1] is None and layout.strides == (0,) * layout.ndim
+            return "11"
+        # an empty slice: NumPy's strides and offset, where the reference zeroes the strides
+        base = StridedLayout(*case.args)
+        if base.volume:
+            assert_numpy_slice(base, case.index, layout)
         return "11"
     if case.args[1] is None and plain(case.theirs_layout) == case.ours[1]:
         return "9"
@@ -451,8 +480,8 @@ def overflows(value):
     """Whether a (plain) layout implies a number outside int64 (Python arithmetic)."""
     limit = range(-(2**63), 2**63)
     shape, strides, itemsize, offset = value
-    if 0 in shape:
-        return False
+    if 0 in shape:  # no offsets: only the (kept) strides must fit as bytes
+        return any(s * itemsize not in range(-(2**63) + 1, 2**63) for s in strides)
     volume = math.prod(shape)
     lo = offset + sum(s * (e - 1) for e, s in zip(shape, strides, strict=True) if s < 0)
     hi = offset + sum(s * (e - 1) for e, s in zip(shape, strides, strict=True) if s > 0)
@@ -502,7 +531,9 @@ EXAMPLES = {
     ),
     "9": lambda: _difference("strides", (2, 3), None, 4, lambda lay: lay.strides),
     "10": lambda: _difference("is_unique", (2, 3), (3, 2), 1, lambda lay: lay.is_unique),
-    "11": lambda: _difference("ctor", (3, 0, 4), (7, 1, 9), 4, None),
+    "11": lambda: _difference(
+        "to_dense", (3, 0, 4), (7, 1, 9), 4, lambda lay: lay.to_dense("K"), ("K",)
+    ),
 }
 
 

@@ -7,6 +7,7 @@ import pickle
 import numpy as np
 import pytest
 from helpers.strategies import (
+    assert_zero_volume_rule,
     itemsizes,
     layout_offsets,
     layouts,
@@ -126,12 +127,16 @@ def test_5_a_zero_extent_never_overflows_in_any_order():
         for order in ("C", "F"):
             layout = StridedLayout.dense(shape, 16, stride_order=order)
             assert layout.volume == 0 and layout.strides == (0, 0, 0)
-        layout = StridedLayout(shape, (2**62, -(2**62), 2**62), 16)
+        # offsets such as (2**40 - 1) * 2**58 would not fit, but no element exists
+        layout = StridedLayout(shape, (2**58, -(2**58), 2**58), 16)
         assert (layout.volume, layout.offset_bounds, layout.required_size_in_bytes()) == (
             0,
             (0, -1),
             0,
         )
+        # strides are kept (DECISIONS 11), so they must fit in int64 as bytes
+        with pytest.raises(OverflowError, match="byte strides"):
+            StridedLayout(shape, (2**62, -(2**62), 2**62), 16)
 
 
 def test_6_extent_one_axes_never_block_a_merge():
@@ -311,25 +316,33 @@ def test_10_is_unique_for_every_layout_built_from_dense(layout):
     assert len(np.unique(offsets)) == offsets.size
 
 
-def test_11_zero_volume_layouts_are_canonical():
-    garbage = StridedLayout((3, 0, 4), (7, 1, 9), 4)
-    assert garbage.strides == (0, 0, 0) and garbage.slice_offset == 0
-    assert garbage == StridedLayout.dense((3, 0, 4), 4)
-    assert garbage.to_dense() == StridedLayout.dense((3, 0, 4), 4)  # the reference keeps 7, 1, 9
-    assert StridedLayout.dense_like(garbage, "F").strides == (0, 0, 0)
-    # an empty slice drops the offset already reached (the reference keeps 30)
+def test_11_zero_volume_layouts_keep_their_strides_and_are_all_equal():
+    given = StridedLayout((3, 0, 4), (7, 1, 9), 4)
+    assert given.strides == (7, 1, 9) and given.slice_offset == 0  # as NumPy and the reference
+    dense = StridedLayout.dense((3, 0, 4), 4)
+    assert dense.strides == (0, 0, 0)
+    assert given == dense and hash(given) == hash(dense)  # no index maps anywhere
+    assert given.to_dense().strides == (0, 0, 0)  # the reference keeps 7, 1, 9
+    assert StridedLayout.dense_like(given, "F").strides == (0, 0, 0)
+    # imports keep the producer's strides: np.frombuffer(b"") has byte strides (8,)
+    assert StridedLayout((0,), np.frombuffer(b"").strides, 8, divide_strides=True).strides == (1,)
+    # an empty slice keeps NumPy's strides and offset (the reference zeroes every stride)
+    array = np.empty((4, 5, 6), np.int8)
     empty = StridedLayout.dense((4, 5, 6), 1)[1, 0:0]
-    assert (empty.shape, empty.strides, empty.slice_offset) == ((0, 6), (0, 0), 0)
+    assert (empty.shape, empty.strides, empty.slice_offset) == ((0, 6), (6, 1), 30)
+    assert array[1, 0:0].strides == (6, 1)
+    assert array[1, 0:0].ctypes.data - array.ctypes.data == 30
     # squeezed keeps NumPy's shape (the reference gives (0,))
     assert StridedLayout((1, 0, 1, 3), None, 2).squeezed().shape == np.empty((1, 0, 1, 3)).squeeze().shape
-    assert garbage.broadcast_to((2, 3, 0, 4)).strides == (0, 0, 0, 0)
-    assert StridedLayout.dense((3, 1), 4).broadcast_to((3, 0)).strides == (0, 0)
-    assert garbage.reshaped((0, 5)).strides == (0, 0)
+    assert given.broadcast_to((2, 3, 0, 4)).strides == (0, 7, 1, 9)
+    assert StridedLayout.dense((3, 1), 4).broadcast_to((3, 0)).strides == (1, 0)
+    assert given.reshaped((0, 5)).strides == (0, 0)
+    assert given.repacked(2).strides == (0, 0, 0)
 
 
 @settings(max_examples=100, deadline=None)
 @given(layouts())
-def test_11_every_transform_keeps_zero_volume_canonical(layout):
+def test_11_every_transform_of_a_zero_volume_layout_is_valid(layout):
     assume(0 < layout.ndim < 64)  # room for one more axis
     layout = layout[..., 5:5]  # extents are at most 5: an empty last axis
     results = [
@@ -345,4 +358,5 @@ def test_11_every_transform_keeps_zero_volume_canonical(layout):
     ]
     for result in results:
         assert result.volume == 0
-        assert result.strides == (0,) * result.ndim and result.slice_offset == 0
+        assert_zero_volume_rule(result)
+    assert layout.to_dense("F").strides == (0,) * layout.ndim

@@ -310,8 +310,9 @@ def zero_strides_and_zero_extents():
     with raises(ValueError, "stride there is 0"):
         broadcast.repacked(8)
     empty = StridedLayout((0, 2**62, 2**62), (5, -7, 9), 8)
-    assert empty.strides == (0, 0, 0) and empty.volume == 0 and empty.is_unique
-    assert empty.flattened().shape == (0,)
+    assert empty.strides == (5, -7, 9) and empty.volume == 0 and empty.is_unique
+    assert empty == StridedLayout.dense(empty.shape, 8)
+    assert empty.flattened().shape == (0,)  # no element: any strides merge
     apart = StridedLayout((2**62, 2**62, 0), None, 8)
     assert apart.flattened().shape == (2**62, 0)  # 2**124 would not fit: kept apart
     assert empty.reshaped((2**62, 0)).strides == (0, 0)

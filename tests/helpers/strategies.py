@@ -220,8 +220,8 @@ def enumerable(layout, limit=4096):
 def numpy_view(layout):
     """An int64 NumPy view with the layout's shape and strides whose values are offsets."""
     shape, strides, offset = layout.shape, layout.strides, layout.slice_offset
-    if 0 in shape:
-        return np.empty(shape, dtype=np.int64)
+    if 0 in shape:  # no elements: NumPy keeps the strides as well
+        return as_strided(np.empty(0, np.int64), shape, [s * 8 for s in strides], writeable=False)
     lo = offset + sum(s * (e - 1) for e, s in zip(shape, strides, strict=True) if s < 0)
     hi = offset + sum(s * (e - 1) for e, s in zip(shape, strides, strict=True) if s > 0)
     base = np.arange(lo, hi + 1, dtype=np.int64)
@@ -237,8 +237,9 @@ def numpy_byte_view(layout):
     so ``address(view) - origin`` is the layout's slice offset in bytes.
     """
     dtype = np.dtype(f"V{layout.itemsize}")
-    if layout.volume == 0:
-        return np.empty(layout.shape, dtype=dtype), 0
+    if layout.volume == 0:  # no elements: NumPy keeps the strides as well
+        empty = np.empty(0, dtype=dtype)
+        return as_strided(empty, layout.shape, layout.strides_in_bytes, writeable=False), 0
     lo, hi = offset_bounds(layout.shape, layout.strides, layout.slice_offset)
     items = np.zeros(hi - lo + 1, dtype=dtype)
     origin = address(items) - lo * layout.itemsize
@@ -280,11 +281,16 @@ def contiguous_in_some_order(shape, strides):
     return True
 
 
-def assert_canonical_if_empty(layout):
-    """DECISIONS 11: a zero-volume layout has all-zero strides and slice offset 0."""
+def assert_zero_volume_rule(layout):
+    """DECISIONS 11: a zero-volume layout addresses nothing; it keeps its strides (which
+    fit in int64 as bytes) and equals every zero-volume layout of its shape and itemsize."""
     if 0 in layout.shape:
-        assert layout.strides == (0,) * layout.ndim, layout
-        assert layout.slice_offset == 0, layout
+        dense = StridedLayout.dense(layout.shape, layout.itemsize)
+        assert dense.strides == (0,) * layout.ndim
+        assert layout == dense and hash(layout) == hash(dense), layout
+        assert layout.offset_bounds == (0, -1) and layout.required_size_in_bytes() == 0
+        assert all(abs(s) <= 2**63 - 1 for s in layout.strides_in_bytes)
+        assert abs(layout.slice_offset_in_bytes) <= 2**63
 
 
 def assert_same_mapping(layout, view, itemsize=None):
@@ -294,7 +300,7 @@ def assert_same_mapping(layout, view, itemsize=None):
     assert type(layout.strides) is tuple and len(layout.strides) == layout.ndim
     if itemsize is not None:
         assert layout.itemsize == itemsize
-    assert_canonical_if_empty(layout)
+    assert_zero_volume_rule(layout)
     view_strides = tuple(s // view.itemsize for s in view.strides)
     assert meaningful_strides(layout.shape, layout.strides) == meaningful_strides(
         view.shape, view_strides
