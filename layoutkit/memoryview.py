@@ -56,8 +56,8 @@ from .interop._native import MEMORY, WRITABLE_MEMORY
 from .interop.cai import cuda_interface_dict, read_cuda_array_interface
 from .interop.exchange import exchange_capsule
 from .interop.fastpaths import fast_record
-from .interop.host import interface_dict, read_array_interface
-from .interop.record import CURRENT_DEVICE, ImportRecord
+from .interop.host import interface_dict, ndarray_record, read_array_interface
+from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
 from .layout import StridedLayout
 from .memory import Buffer
 
@@ -155,11 +155,7 @@ class StridedMemoryView:
         """The one place a view is made: from a checked :class:`ImportRecord`."""
         if not record.readonly and not record.layout.is_unique:
             record = record._replace(readonly=True)  # aliasing views are read-only (NumPy's rule)
-        self = object.__new__(cls)
-        self._record = record
-        self._location = record.location
-        self._buffer = buffer
-        return self
+        return _made(cls, record, record.location, buffer)
 
     @classmethod
     def from_dlpack(cls, obj, stream_ptr=None):
@@ -195,6 +191,10 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_dlpack(a.T).strides
         (1, 3)
         """
+        if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
+            record = ndarray_record(obj, True)  # the NumPy fast path, inline: the common case
+            if record is not None:
+                return _made(cls, record, HOST, None)
         record = fast_record(obj, stream_ptr, True)
         if record is None:
             if not _is_dlpack(obj):
@@ -255,6 +255,10 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_array_interface(b"abcd").readonly
         True
         """
+        if type(obj) is _ndarray:
+            record = ndarray_record(obj)
+            if record is not None:
+                return _made(cls, record, HOST, None)
         return cls._from_record(read_array_interface(obj))
 
     @classmethod
@@ -277,6 +281,10 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_any_interface(np.zeros((2, 3))).shape
         (2, 3)
         """
+        if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
+            record = ndarray_record(obj)
+            if record is not None:
+                return _made(cls, record, HOST, None)
         record = fast_record(obj, stream_ptr, False)
         if record is not None:
             return cls._from_record(record)
@@ -759,6 +767,23 @@ class StridedMemoryView:
             f"                  readonly={record.readonly},\n"
             f"                  exporting_obj={type(record.exporter).__name__})"
         )
+
+
+def _made(cls, record, location, buffer):
+    """A view of ``record`` (final: read-only where it must be); see ``_from_record``.
+
+    NumPy records (:func:`~layoutkit.interop.host.ndarray_record`) come with the aliasing
+    rule applied from their cached layout entry, so the fast path builds views here.
+    """
+    self = _new_object(cls)
+    self._record = record
+    self._location = location
+    self._buffer = buffer
+    return self
+
+
+_new_object = object.__new__
+_ndarray = np.ndarray
 
 
 def _all_integers(index, ndim):

@@ -26,7 +26,7 @@ BufferError: Short.__array_interface__: the array's bytes [0, 32) do not lie ins
 
 import numpy as np
 
-from .._dtypes import as_dtype, is_ml_dtype
+from .._dtypes import as_dtype, is_ml_dtype, is_numpy_dlpack_dtype, to_dlpack_dtype
 from . import _native
 from .record import (
     HOST,
@@ -36,7 +36,6 @@ from .record import (
     int_entries,
     layout_cache,
     layout_entry,
-    new_record,
 )
 
 __all__ = [
@@ -48,8 +47,13 @@ __all__ = [
 ]
 
 _ndarray = np.ndarray
+_tuple_new = tuple.__new__
 _CPU = (1, 0)  # DLPack's (kDLCPU, 0): where every host record is
-_ndarray_data_pointer = _native.ndarray_data_pointer
+_DIRECT_READS = _native.DIRECT_READS
+_read_ndarray_fields = _native.NDARRAY_FIELDS.unpack_from
+_MEMORY = _native.MEMORY
+_HEADER = _native.OBJECT_HEADER
+_WRITEABLE = _native.NPY_ARRAY_WRITEABLE
 
 
 def check_interface(interface, name, obj, min_version=3):
@@ -164,35 +168,64 @@ def _buffer_array(obj, what):
     return array, memory.nbytes
 
 
-def ndarray_record(array, exporter=None, owner=None):
+def ndarray_record(array, dlpack_only=False):
     """The record of a NumPy array, read directly; ``None`` where the protocol must decide.
 
-    That is: object dtypes, and byte strides that are not multiples of the itemsize (the
-    protocol's reader raises the errors). ``exporter`` and ``owner`` default to the array.
+    That is: object dtypes, byte strides that are not multiples of the itemsize (the
+    protocol's reader raises the errors) and, with ``dlpack_only``, dtypes DLPack does not
+    carry. The record's ``readonly`` already includes the aliasing rule (DECISIONS 19).
     """
     dtype = array.dtype
-    if dtype.hasobject:
+    kind = _dtype_kinds.get(dtype)
+    if kind is None:
+        kind = _dtype_kind(dtype)
+    if kind is _NOT_VIEWABLE or (dlpack_only and kind is _HOST_ONLY):
         return None
-    key = (array.shape, array.strides, dtype.itemsize, True)
-    entry = layout_cache.get(key)
+    shape = array.shape
+    strides = array.strides
+    entry = layout_cache.get((shape, strides, dtype.itemsize, True))
     if entry is None:
         try:
-            entry = layout_entry(*key, "NumPy array")
+            entry = layout_entry(shape, strides, dtype.itemsize, True, "NumPy array")
         except ValueError:
             return None
-    return new_record((
-        _ndarray_data_pointer(array), entry[0], dtype, HOST, not array.flags.writeable,
-        array if exporter is None else exporter, array if owner is None else owner, _CPU,
-    ))  # fmt: skip
+    if _DIRECT_READS:  # data pointer and flags in one read (see layoutkit.interop._native)
+        ptr, flags = _read_ndarray_fields(_MEMORY, id(array) + _HEADER)
+        readonly = entry[3] or not flags & _WRITEABLE
+    else:
+        ptr = _native.ndarray_data_pointer(array)
+        readonly = entry[3] or not array.flags.writeable
+    return _tuple_new(ImportRecord, (ptr, entry[0], dtype, HOST, readonly, array, array, _CPU))
+
+
+_NOT_VIEWABLE, _HOST_ONLY, _DLPACK = "not viewable", "host only", "DLPack"
+_dtype_kinds = {}  # dtype -> one of the three: a program sees few dtypes
+
+
+def _dtype_kind(dtype):
+    if dtype.hasobject:
+        kind = _NOT_VIEWABLE
+    elif is_numpy_dlpack_dtype(dtype):
+        kind = _DLPACK
+    else:
+        try:  # ml_dtypes types: ours to carry (NumPy's own export refuses them)
+            to_dlpack_dtype(dtype)
+            kind = _DLPACK
+        except BufferError:
+            kind = _HOST_ONLY
+    if len(_dtype_kinds) >= 256:
+        _dtype_kinds.clear()
+    _dtype_kinds[dtype] = kind
+    return kind
 
 
 def _buffer_record(obj, what):
     """The record of an object with only the buffer protocol."""
     array, _ = _buffer_array(obj, what)
-    record = ndarray_record(array, obj)
+    record = ndarray_record(array)
     if record is None:  # pragma: no cover - PEP 3118 buffers NumPy reads are plain data
         raise BufferError(f"{what}: the buffer cannot be viewed")
-    return record
+    return record._replace(exporter=obj)
 
 
 def read_array_interface(obj):

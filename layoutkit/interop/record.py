@@ -93,13 +93,36 @@ def new_record(fields):
 
 
 _tuple_new = tuple.__new__
-# (shape, strides, itemsize, strides_in_bytes) -> (layout, lead, size): hot readers look
-# here first and call layout_entry only on a miss
+# (shape, strides, itemsize, strides_in_bytes) -> (layout, lead, size, aliasing): hot readers
+# look here first and call layout_entry only on a miss
 layout_cache = {}
 
 
+def _element_strides(strides, itemsize):
+    """Byte strides (a tuple of int) in elements; ValueError naming one itemsize does not divide.
+
+    ``None`` for an invalid itemsize, which the layout's own checks then name.
+    """
+    if type(itemsize) is not int or itemsize < 1:
+        return None
+    for i, s in enumerate(strides):
+        if s % itemsize:
+            raise ValueError(
+                f"strides[{i}] = {s} bytes is not a multiple of itemsize {itemsize} "
+                "(strides must be divisible by itemsize)"
+            )
+    return tuple([s // itemsize for s in strides])
+
+
 def _build(shape, strides, itemsize, strides_in_bytes):
-    layout = StridedLayout(shape, strides, itemsize, divide_strides=strides_in_bytes)
+    divide = False
+    if strides_in_bytes and strides is not None:
+        divided = _element_strides(strides, itemsize)
+        if divided is None:
+            divide = True  # the layout's checks name what is wrong
+        else:
+            strides = divided
+    layout = StridedLayout(shape, strides, itemsize, divide_strides=divide)
     low = layout.min_offset
     if low < 0 and layout.volume:
         # the layout addresses elements before (0, ..., 0): move it so its lowest byte is 0
@@ -108,14 +131,15 @@ def _build(shape, strides, itemsize, strides_in_bytes):
             raise OverflowError(f"{layout!r} spans {span} bytes, more than int64 allows")
         layout = StridedLayout._trusted(layout.shape, layout.strides, itemsize, -low)
     lead = layout.slice_offset * itemsize  # bytes from the buffer's start to (0, ..., 0)
-    return layout, lead, (layout.max_offset + 1) * itemsize
+    return layout, lead, (layout.max_offset + 1) * itemsize, not layout.is_unique
 
 
 def layout_entry(shape, strides, itemsize, strides_in_bytes, what):
-    """``(layout, lead, size)`` for :func:`import_layout`'s arguments, from the cache.
+    """``(layout, lead, size, aliasing)`` for :func:`import_layout`'s arguments, from the cache.
 
-    ``lead`` is the byte offset of element ``(0, ..., 0)`` from the tensor's lowest byte
-    and ``size`` the bytes it spans.
+    ``lead`` is the byte offset of element ``(0, ..., 0)`` from the tensor's lowest byte,
+    ``size`` the bytes it spans, and ``aliasing`` whether the layout maps two indices to
+    one element (such views are read-only, DECISIONS 19).
     """
     key = (shape, strides, itemsize, strides_in_bytes)
     entry = layout_cache.get(key)
@@ -170,7 +194,7 @@ def checked_layout(shape, strides, itemsize, strides_in_bytes, ptr, what):
     ...
     BufferError: x: its 16 bytes at -0x4 reach beyond the 64-bit address space
     """
-    layout, lead, size = layout_entry(shape, strides, itemsize, strides_in_bytes, what)
+    layout, lead, size, _ = layout_entry(shape, strides, itemsize, strides_in_bytes, what)
     base = ptr - lead
     if ptr and base >= 0 and base + size <= _ADDRESS_LIMIT:
         return layout
