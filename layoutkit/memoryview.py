@@ -132,6 +132,7 @@ class StridedMemoryView:
         "_record",  # the ImportRecord the view was made from (never changes)
         "_location",  # where the memory lives, once known (a record may leave it open)
         "_buffer",  # Buffer, or None until made (only a made buffer can have been closed)
+        "_exports",  # what exports describe, once made (the record never changes), or None
         "__weakref__",
     )
 
@@ -144,10 +145,11 @@ class StridedMemoryView:
             stacklevel=2,
         )
         if obj is None:
-            self._record, self._location, self._buffer = _NO_RECORD, None, None
+            self._record, self._location, self._buffer, self._exports = _NO_RECORD, None, None, None
             return
         other = type(self).from_any_interface(obj, stream_ptr)
         self._record, self._location, self._buffer = other._record, None, other._buffer
+        self._exports = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -657,7 +659,8 @@ class StridedMemoryView:
             raise BufferError(f"max_version={max_version!r} must be a (major, minor) tuple")
         if copy:
             raise BufferError("copy=True: a StridedMemoryView exports its memory without a copy")
-        device = self._record.dl_device or self.__dlpack_device__()
+        record = self._record
+        device = record.dl_device or self.__dlpack_device__()
         if dl_device is not None and tuple(dl_device) != device:
             if tuple(dl_device) != _CPU_DEVICE or not self._where()[2]:
                 raise BufferError(
@@ -666,17 +669,31 @@ class StridedMemoryView:
             device = _CPU_DEVICE  # pinned or managed memory, read as host memory
         if stream is not None:
             _dlpack.consumer_stream(stream)
-        exporter, ptr, shape, strides, dtype_triple, device, flags = self._export_fields(device)
-        if self._record.readonly and not versioned:
+        if record.readonly and not versioned:
             raise BufferError(
                 "a read-only view needs a versioned DLPack capsule (max_version >= (1, 0)); "
                 "the legacy protocol cannot mark data read-only"
             )
+        exports = self._exports
+        if exports is None:
+            exports = self._exports = {}
+        key = versioned if dl_device is None else (device, versioned)  # the header's bytes
+        header = exports.get(key)
+        if header is None:
+            header = exports[key] = self._dlpack_header(device, versioned)
+        return _dlpack.export_header(self, header, versioned)
+
+    def _dlpack_header(self, device, versioned):
+        """The bytes of this view's DLPack managed tensor (shape and strides: the layout's)."""
+        _, ptr, shape, _, dtype_triple, device, flags = self._export_fields(device)
         if flags & _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED and not versioned:
             raise BufferError(f"{self._record.dtype} needs a versioned DLPack capsule")
-        return _dlpack.export_capsule(
-            exporter, ptr, shape, strides, dtype_triple, device, flags, versioned
-        )
+        ndim = len(shape)
+        shape_at = self._record.layout._lay().buffer_info()[0] if ndim else 0  # lives as the view
+        return _dlpack.managed_header(
+            self, ptr, ndim, shape_at, shape_at + 8 * ndim if ndim else 0, dtype_triple, device,
+            flags, versioned,
+        )  # fmt: skip
 
     def _export_fields(self, device=None):
         """What a DLPack export of this view says (``pack_managed``'s arguments)."""
@@ -779,6 +796,7 @@ def _made(cls, record, location, buffer):
     self._record = record
     self._location = location
     self._buffer = buffer
+    self._exports = None
     return self
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "OBJECT_HEADER",
     "CapsuleType",
     "capsule_fields",
+    "BYTES_DATA",
     "c_string_is",
     "ndarray_data_pointer",
     "set_capsule_name",
@@ -104,6 +105,11 @@ def _array_data_interface(array):
     return array.__array_interface__["data"][0]
 
 
+# PyBytesObject: the header, then ob_sval[]; a bytes object's data are at id(b) + BYTES_DATA
+# (valid where DIRECT_READS is true)
+BYTES_DATA = bytes.__basicsize__ - 1
+
+
 def _capsule_slots(capsule):
     """``(pointer, name address)`` of a valid Python capsule."""
     return _TWO_POINTERS.unpack_from(MEMORY, id(capsule) + _HEADER)
@@ -163,7 +169,10 @@ def _slots_match():
     if _capsule_slots(capsule) != (first + 1, first):
         return False
     _set_name_slot(capsule, second)
-    return _get_name(capsule) == second and _get_pointer(capsule, second) == first + 1
+    if _get_name(capsule) != second or _get_pointer(capsule, second) != first + 1:
+        return False
+    probe = bytes(range(40))
+    return id(probe) + BYTES_DATA == ctypes.cast(ctypes.c_char_p(probe), ctypes.c_void_p).value
 
 
 DIRECT_READS = os.environ.get("LAYOUTKIT_NATIVE_READS", "1") != "0" and _slots_match()

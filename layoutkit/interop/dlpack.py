@@ -32,6 +32,8 @@ import sys
 from .._driver import HOST, Location
 from .._dtypes import from_dlpack_dtype
 from ._native import (
+    BYTES_DATA,
+    DIRECT_READS,
     MEMORY,
     WRITABLE_MEMORY,
     CapsuleType,
@@ -49,8 +51,11 @@ __all__ = [
     "export_capsule",
     "fields_record",
     "import_dlpack",
+    "export_header",
     "location_of",
+    "managed_header",
     "managed_record",
+    "make_packer",
     "managed_tensor",
     "pack_managed",
     "producer_stream",
@@ -585,8 +590,10 @@ def _numpy_functions(versioned):
     return deleter, destructor
 
 
+_NUMPY_FUNCTIONS = {versioned: _numpy_functions(versioned) for versioned in (True, False)}
+_FUNCTIONS_ARE_NUMPYS = all(_NUMPY_FUNCTIONS.values())
 _FUNCTIONS = {
-    versioned: _numpy_functions(versioned) or _PYTHON_FUNCTIONS[versioned]
+    versioned: _NUMPY_FUNCTIONS[versioned] or _PYTHON_FUNCTIONS[versioned]
     for versioned in (True, False)
 }
 
@@ -613,13 +620,111 @@ def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, v
         Build a ``dltensor_versioned`` capsule (DLPack 1.x) rather than a legacy one.
     """
     address = pack_managed(exporter, ptr, shape, strides, dtype_triple, device, flags, versioned)
-    deleter, destructor = _FUNCTIONS[versioned]
-    name = _ADDR_NAME_VERSIONED if versioned else _ADDR_NAME_LEGACY
+    return _capsule(address, versioned)
+
+
+def _capsule(address, versioned):
+    """The capsule owning the managed tensor at ``address`` (its deleter runs if this fails)."""
     try:
-        return _new_capsule(address, name, destructor)
+        return _new_capsule(
+            address, _ADDR_NAME_VERSIONED if versioned else _ADDR_NAME_LEGACY,
+            _FUNCTIONS[versioned][1],
+        )  # fmt: skip
     except BaseException:
-        _DELETER_TYPE(deleter)(address)
+        _DELETER_TYPE(_FUNCTIONS[versioned][0])(address)
         raise
+
+
+def managed_header(exporter, ptr, ndim, shape_address, strides_address, dtype_triple, device,
+                   flags, versioned):  # fmt: skip
+    """The bytes of a managed tensor whose shape and strides live elsewhere.
+
+    For :func:`export_header`: ``shape_address`` and ``strides_address`` point at ``ndim``
+    int64 values each that live as long as ``exporter`` (0 for a 0-d tensor);
+    ``manager_ctx`` is ``exporter``. The other arguments are :func:`export_capsule`'s.
+
+    Raises
+    ------
+    BufferError
+        When a value does not fit its C field.
+    """
+    if not 0 <= ptr < _ADDRESS_LIMIT:  # native "P" would wrap a negative value silently
+        raise BufferError(f"cannot describe the tensor in DLPack: data pointer {ptr} is no address")
+    deleter = _FUNCTIONS[versioned][0]
+    device_type, device_id = device
+    code, bits, lanes = dtype_triple
+    try:
+        if versioned:
+            return VERSIONED.pack(
+                *DLPACK_VERSION, id(exporter), deleter, flags, ptr, device_type, device_id,
+                ndim, code, bits, lanes, shape_address, strides_address, 0,
+            )  # fmt: skip
+        return LEGACY.pack(
+            ptr, device_type, device_id, ndim, code, bits, lanes, shape_address,
+            strides_address, 0, id(exporter), deleter,
+        )  # fmt: skip
+    except struct.error as exc:
+        raise BufferError(f"cannot describe the tensor in DLPack: {exc}") from None
+
+
+def export_header(exporter, header, versioned):
+    """A capsule of a new managed tensor holding ``header`` (from :func:`managed_header`).
+
+    The tensor is one PyMem block with ``header``'s bytes; its ``manager_ctx`` gets a new
+    reference to ``exporter`` (the one ``header`` names), which the deleter drops. The
+    three C calls (allocate, take the reference, make the capsule) are made by one
+    compiled function (:mod:`~layoutkit.interop._packer`) once a process has made
+    :data:`PACKER_AFTER` capsules (at once where llvmlite is loaded already, e.g. by
+    Numba), else through ctypes.
+
+    Raises
+    ------
+    MemoryError
+        When the block cannot be allocated.
+    """
+    packer = _packers.get(versioned)
+    if packer is not None:
+        return packer(id(exporter), id(header) + BYTES_DATA)  # DIRECT_READS: see _packers
+    if versioned in _packers:  # not made yet
+        _count_export(versioned)
+    size = len(header)
+    address = _malloc(size)
+    if not address:
+        raise MemoryError(f"cannot allocate {size} bytes for a DLPack managed tensor")
+    _header_structs[size].pack_into(WRITABLE_MEMORY, address, header)
+    _incref(exporter)  # manager_ctx's reference, dropped by the deleter
+    return _capsule(address, versioned)
+
+
+_header_structs = {layout.size: struct.Struct(f"{layout.size}s") for layout in (VERSIONED, LEGACY)}
+PACKER_AFTER = 64  # capsules made through ctypes before the compiled packer pays off
+_exports_made = {True: 0, False: 0}
+# versioned -> the compiled packer; None while it is not made yet (the key is dropped once
+# it cannot be made). It needs NumPy's C deleter (see the notes above _FUNCTIONS) and reads
+# a header's bytes where a bytes object keeps them (DIRECT_READS).
+_packers = {True: None, False: None} if DIRECT_READS and _FUNCTIONS_ARE_NUMPYS else {}
+
+
+def _count_export(versioned):
+    made = _exports_made[versioned] = _exports_made[versioned] + 1
+    if made >= PACKER_AFTER or "llvmlite.binding" in sys.modules:
+        make_packer(versioned)
+
+
+def make_packer(versioned):
+    """Compile the packer of (non-)``versioned`` capsules now; whether it could be made."""
+    from ._packer import compile_packer
+
+    deleter, destructor = _FUNCTIONS[versioned]
+    packer = compile_packer(
+        (VERSIONED if versioned else LEGACY).size,
+        _ADDR_NAME_VERSIONED if versioned else _ADDR_NAME_LEGACY, destructor, deleter,
+    )  # fmt: skip
+    if packer is None:
+        _packers.pop(versioned, None)
+    else:
+        _packers[versioned] = packer
+    return packer is not None
 
 
 def pack_managed(exporter, ptr, shape, strides, dtype_triple, device, flags, versioned):
