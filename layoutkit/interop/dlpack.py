@@ -331,15 +331,15 @@ def consume_capsule(capsule):
     if name and c_string_is(name, b"dltensor_versioned\0"):
         if not address:
             raise BufferError("the DLPack capsule holds a NULL managed tensor")
-        major, _, _, deleter, flags, *tensor_fields = VERSIONED.unpack_from(MEMORY, address)
+        fields = VERSIONED.unpack_from(MEMORY, address)
         set_capsule_name(capsule, _ADDR_USED_VERSIONED)
-        return managed_tensor(address, deleter, major, flags, True, tensor_fields)
+        return managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
     if name and c_string_is(name, b"dltensor\0"):
         if not address:
             raise BufferError("the DLPack capsule holds a NULL managed tensor")
-        *tensor_fields, _, deleter = LEGACY.unpack_from(MEMORY, address)
+        fields = LEGACY.unpack_from(MEMORY, address)
         set_capsule_name(capsule, _ADDR_USED_LEGACY)
-        return managed_tensor(address, deleter, 1, 0, False, tensor_fields)
+        return managed_tensor(address, fields[11], 1, 0, False, fields[:10])
     raise _capsule_name(name)
 
 
@@ -350,8 +350,8 @@ def managed_record(address):
     record's exporter and owner are the :class:`ImportedTensor`, which calls its deleter
     once.
     """
-    major, _, _, deleter, flags, *tensor_fields = VERSIONED.unpack_from(MEMORY, address)
-    tensor = managed_tensor(address, deleter, major, flags, True, tensor_fields)
+    fields = VERSIONED.unpack_from(MEMORY, address)
+    tensor = managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
     return tensor_record(tensor, tensor)
 
 
@@ -428,12 +428,14 @@ def fields_record(data, byte_offset, device, dtype_triple, padded, shape, stride
         For a negative extent, an invalid stride, packed sub-byte data, or values beyond
         int64.
     """
-    what = f"{type(exporter).__name__} DLPack tensor"
+    def what():  # formatted only for an error (see record.named)
+        return f"{type(exporter).__name__} DLPack tensor"
+
     location = _LOCATIONS.get(device) or location_of(device)
     code, bits, lanes = dtype_triple
     if lanes != 1:
         raise BufferError(
-            f"{what} has dtype (code={code}, bits={bits}, lanes={lanes}): vector types "
+            f"{what()} has dtype (code={code}, bits={bits}, lanes={lanes}): vector types "
             "(lanes != 1) are not supported"
         )
     dtype = _DTYPES.get(dtype_triple) if not padded else None
@@ -442,7 +444,7 @@ def fields_record(data, byte_offset, device, dtype_triple, padded, shape, stride
     ptr = data + byte_offset
     if ptr >= _ADDRESS_LIMIT:
         raise BufferError(
-            f"{what} has data {data:#x} + byte_offset {byte_offset}, beyond the 64-bit "
+            f"{what()} has data {data:#x} + byte_offset {byte_offset}, beyond the 64-bit "
             "address space"
         )
     try:

@@ -183,8 +183,8 @@ def exchange_record(obj, api, stream_ptr, borrow):
     if api.managed_tensor_from_py_object(obj, scratch.pointer_address):
         raise BufferError(f"{type(obj).__name__}: managed_tensor_from_py_object_no_sync failed")
     (address,) = _POINTER.unpack_from(MEMORY, scratch.pointer_address)
-    major, _, _, deleter, flags, *tensor_fields = dlpack.VERSIONED.unpack_from(MEMORY, address)
-    tensor = managed_tensor(address, deleter, major, flags, True, tensor_fields)
+    fields = dlpack.VERSIONED.unpack_from(MEMORY, address)
+    tensor = managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
     try:
         _order_streams(api, tensor.device, stream_ptr)
     except BaseException:

@@ -41,6 +41,7 @@ __all__ = [
     "int_entries",
     "layout_cache",
     "layout_entry",
+    "named",
     "new_record",
 ]
 
@@ -147,7 +148,7 @@ def layout_entry(shape, strides, itemsize, strides_in_bytes, what):
         try:
             entry = _build(shape, strides, itemsize, strides_in_bytes)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise type(exc)(f"{what}: {exc}") from None
+            raise type(exc)(f"{named(what)}: {exc}") from None
         if len(layout_cache) >= _CACHE_LIMIT:
             layout_cache.clear()
         layout_cache[key] = entry
@@ -167,8 +168,8 @@ def import_layout(shape, strides, itemsize, strides_in_bytes, what):
         Bytes per element.
     strides_in_bytes : bool
         Whether ``strides`` are byte strides (each must be a multiple of ``itemsize``).
-    what : str
-        How errors name the tensor.
+    what : str or callable
+        How errors name the tensor (a callable makes the name, only for an error).
 
     Raises
     ------
@@ -200,6 +201,14 @@ def checked_layout(shape, strides, itemsize, strides_in_bytes, ptr, what):
         return layout
     check_pointer(ptr, layout, what)  # raises, unless a null pointer without elements
     return layout
+
+
+def named(what):
+    """The name of a tensor in a message: ``what``, or what the callable ``what`` makes.
+
+    Hot readers pass a callable, so that the name is formatted only for an error.
+    """
+    return what() if callable(what) else what
 
 
 def int_entries(values, name, what):
@@ -268,12 +277,14 @@ def check_pointer(ptr, layout, what):
     """
     if not ptr:
         if layout.volume:
-            raise BufferError(f"{what} has a null data pointer but {layout.volume} elements")
+            raise BufferError(
+                f"{named(what)} has a null data pointer but {layout.volume} elements"
+            )
         return ptr
     base = ptr - layout.slice_offset_in_bytes
     size = (layout.max_offset + 1) * layout.itemsize
     if base < 0 or base + size > _ADDRESS_LIMIT:
         raise BufferError(
-            f"{what}: its {size} bytes at {base:#x} reach beyond the 64-bit address space"
+            f"{named(what)}: its {size} bytes at {base:#x} reach beyond the 64-bit address space"
         )
     return ptr
