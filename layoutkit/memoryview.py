@@ -712,12 +712,22 @@ class StridedMemoryView:
         return self, ptr, layout.shape, layout.strides, (code, bits, lanes), device, flags
 
     def _interface(self, make):
-        record = self._record
-        layout = record.layout
-        return make(
-            record.ptr, record.readonly, layout.shape, layout.strides_in_bytes, record.dtype,
-            layout.itemsize,
-        )  # fmt: skip
+        """A new copy of the interface dict ``make`` describes this view with (cached)."""
+        exports = self._exports
+        if exports is None:
+            exports = self._exports = {}
+        interface = exports.get(make)
+        if interface is None:
+            record = self._record
+            layout = record.layout
+            interface = make(
+                record.ptr, record.readonly, layout.shape, layout.strides_in_bytes, record.dtype,
+                layout.itemsize,
+            )  # fmt: skip
+            if type(interface.get("descr")) is list:
+                return interface  # a structured dtype's descr list: mutable, not cached
+            exports[make] = interface
+        return dict(interface)  # a consumer may change its dict; the cached one stays right
 
     @property
     def __array_interface__(self):

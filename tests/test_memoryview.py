@@ -585,7 +585,7 @@ def test_device_kinds_from_buffer(claims, dlpack_device, host_interface, cuda_in
     if cuda_interface:
         cai = view.__cuda_array_interface__
         assert cai == {
-            "version": 3, "shape": (2, 3), "typestr": "<i2", "descr": [("", "<i2")],
+            "version": 3, "shape": (2, 3), "typestr": "<i2",
             "data": (view.ptr, False), "strides": (6, -2), "stream": None,
         }  # fmt: skip
     if host_interface:
@@ -993,3 +993,23 @@ def test_no_leak_over_100000_from_buffer_and_view_of_view_round_trips():
     growth = _memory_growth(round_trip, 100_000)
     assert growth < 64 * 1024, f"memory grew by {growth} bytes"
     assert sys.getrefcount(a) == refcount
+
+
+def test_interface_dicts_are_new_each_time():
+    """Views cache what their interface says; a consumer that changes its dict changes
+    nothing the next consumer reads."""
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)[:, ::-2]
+    view = StridedMemoryView.from_dlpack(a, -1)
+    first = view.__array_interface__
+    first["shape"] = (100, 100)
+    first["data"] = (0, False)
+    second = view.__array_interface__
+    assert second is not first
+    assert second["shape"] == (3, 2) and second["data"] == (a.ctypes.data, False)
+    np.testing.assert_array_equal(np.asarray(view), a)
+    structured = view.view(StridedLayout.dense((3,), 4), np.dtype([("x", "i2"), ("y", "u2")]))
+    described = structured.__array_interface__
+    assert described["descr"] == [("x", "<i2"), ("y", "<u2")]
+    described["descr"].append(("z", "<f8"))
+    assert structured.__array_interface__["descr"] == [("x", "<i2"), ("y", "<u2")]
+    assert np.asarray(structured).dtype == structured.dtype

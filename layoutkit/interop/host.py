@@ -298,25 +298,39 @@ def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
     A view without a dtype is described as raw ``itemsize``-byte void elements. An
     ml_dtypes type (bfloat16, float8, ...), whose ``typestr`` can only say ``|V<n>``,
     is described as ``|V<n>`` with the dtype itself as ``descr``, which NumPy reads back
-    as that type.
+    as that type. Structured and sub-array dtypes carry their ``descr`` list; other
+    dtypes say all in ``typestr`` (``descr`` would only repeat it), so their dict holds
+    only immutable values.
 
     Examples
     --------
     >>> import numpy as np
-    >>> interface_dict(4096, True, (2,), (8,), np.dtype("int64"), 8)["typestr"]
-    '<i8'
+    >>> interface = interface_dict(4096, True, (2,), (8,), np.dtype("int64"), 8)
+    >>> interface["typestr"], "descr" in interface
+    ('<i8', False)
     """
     if dtype is None:
         dtype = np.dtype(f"V{itemsize}")
-    if dtype.isbuiltin == 2 and is_ml_dtype(dtype):  # a user-defined type, e.g. '<f1'
-        typestr, descr = f"|V{itemsize}", dtype
-    else:
-        typestr, descr = dtype.str, dtype.descr
-    return {
+    interface = {
         "version": 3,
         "shape": shape,
-        "typestr": typestr,
-        "descr": descr,
+        "typestr": _typestrs.get(dtype) or _typestr(dtype),
         "data": (ptr, readonly),
         "strides": strides_in_bytes,
     }
+    if dtype.fields is not None or dtype.subdtype is not None:
+        interface["descr"] = dtype.descr
+    elif dtype.isbuiltin == 2 and is_ml_dtype(dtype):  # a user-defined type, e.g. '<f1'
+        interface["descr"] = dtype
+    return interface
+
+
+_typestrs = {}  # dtype -> its typestr (dtype.str builds a new string each time)
+
+
+def _typestr(dtype):
+    typestr = f"|V{dtype.itemsize}" if dtype.isbuiltin == 2 and is_ml_dtype(dtype) else dtype.str
+    if len(_typestrs) >= 256:
+        _typestrs.clear()
+    _typestrs[dtype] = typestr
+    return typestr
