@@ -80,8 +80,8 @@ class _NoRecord:
 
     def __getattr__(self, name):
         raise ValueError(
-            "this StridedMemoryView was made empty (StridedMemoryView() without an object): "
-            "it has no memory and no layout"
+            "Cannot infer layout: this StridedMemoryView was made empty (StridedMemoryView() "
+            "without an object); it has no memory and no layout"
         )
 
 
@@ -358,7 +358,7 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_buffer(buf, StridedLayout.dense((3, 4), 8), "i8")
         Traceback (most recent call last):
         ...
-        ValueError: layout ... reaches byte 96 but the buffer has 64 bytes...
+        ValueError: layout ... reaches byte 96, past the end of the buffer. Expected at least 96 bytes, got 64 bytes...
         """
         layout, dtype, is_readonly = _buffer_arguments(
             args, shape, strides, layout, itemsize, dtype, is_readonly
@@ -399,8 +399,9 @@ class StridedMemoryView:
                 )
             if end > buffer.size:
                 raise ValueError(
-                    f"layout {layout!r} reaches byte {end} but the buffer has {buffer.size} "
-                    "bytes; use to_dense() for a layout without gaps"
+                    f"layout {layout!r} reaches byte {end}, past the end of the buffer. "
+                    f"Expected at least {end} bytes, got {buffer.size} bytes. Use to_dense() "
+                    "for a layout without gaps"
                 )
         ptr = buffer.ptr + layout.slice_offset_in_bytes
         record = ImportRecord(ptr, layout, dtype, location, readonly, exporter, buffer, dl_device)
@@ -861,7 +862,9 @@ def _buffer_arguments(args, shape, strides, layout, itemsize, dtype, is_readonly
         if dtype is not None:
             dtype = as_dtype(dtype)
         if itemsize is None and dtype is None:
-            raise ValueError("from_buffer(buffer, shape, ...) needs itemsize or dtype")
+            raise ValueError(
+                "from_buffer(buffer, shape, ...): itemsize or dtype must be specified"
+            )
         if itemsize is not None and dtype is not None and itemsize != dtype.itemsize:
             raise ValueError(
                 f"itemsize ({itemsize}) does not match dtype.itemsize ({dtype.itemsize})"

@@ -96,7 +96,7 @@ def read_cuda_array_interface(obj, stream_ptr):
     stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
     if stream is None:
         raise BufferError(
-            "stream_ptr=None is ambiguous for __cuda_array_interface__: pass the consumer "
+            "stream_ptr=None: stream=None is ambiguous for __cuda_array_interface__; pass the consumer "
             "stream's handle, or -1 for no synchronization"
         )
     what = f"{type(obj).__name__}.__cuda_array_interface__"

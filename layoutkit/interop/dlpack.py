@@ -190,7 +190,7 @@ def producer_stream(device_type, stream_ptr):
     if device_type == kDLCUDA:
         if stream is None:
             raise BufferError(
-                "stream_ptr=None is ambiguous for a CUDA tensor: pass the consumer stream's "
+                "stream_ptr=None: stream=None is ambiguous for a CUDA tensor; pass the consumer stream's "
                 "handle, or -1 for no synchronization"
             )
         return _LEGACY_DEFAULT_STREAM if stream == 0 else stream

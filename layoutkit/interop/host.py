@@ -71,12 +71,13 @@ def check_interface(interface, name, obj, min_version=3):
     version = interface.get("version", 0)
     if type(version) is not int or version < min_version:
         raise BufferError(
-            f"{type(obj).__name__}.{name} has version {version!r}; version {min_version} or "
-            "newer is needed"
+            f"{type(obj).__name__}.{name} has version {version!r}; only v{min_version} or above "
+            "is supported"
         )
     if interface.get("mask") is not None:
         raise BufferError(
-            f"{type(obj).__name__}.{name} has a mask; masked arrays are not supported"
+            f"{type(obj).__name__}.{name} has a mask: mask is not supported (a view cannot "
+            "leave elements out)"
         )
     for key in ("shape", "typestr"):
         if key not in interface:
