@@ -61,7 +61,7 @@ from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
 from .layout import StridedLayout
 from .memory import Buffer
 
-__all__ = ["StridedMemoryView", "args_viewable_as_strided_memory"]
+__all__ = ["StridedMemoryView", "args_viewable_as_strided_memory", "check_memory"]
 
 _kDLCPU = _dlpack.kDLCPU
 _kDLCUDA = _dlpack.kDLCUDA
@@ -157,6 +157,8 @@ class StridedMemoryView:
         """The one place a view is made: from a checked :class:`ImportRecord`."""
         if not record.readonly and not record.layout.is_unique:
             record = record._replace(readonly=True)  # aliasing views are read-only (NumPy's rule)
+        if not record.ptr and buffer is None and record.layout.volume:
+            buffer = _NO_MEMORY  # a description only (CUDA array interface): see check_memory
         return _made(cls, record, record.location, buffer)
 
     @classmethod
@@ -224,11 +226,17 @@ class StridedMemoryView:
         TypeError
             When ``obj`` has no CUDA array interface.
         BufferError
-            For ``stream_ptr=None``, a version below 2, a mask, a malformed entry or a
-            null pointer with elements.
+            For ``stream_ptr=None``, a version below 2, a mask or a malformed entry.
         ValueError, OverflowError
             For a negative extent, a stride that is no multiple of the itemsize or
             values beyond int64.
+
+        Notes
+        -----
+        A null ``data`` pointer with elements is accepted, as cuda.core 1.2.2 does: the
+        view describes memory that does not exist, so everything that would touch it
+        (copies, exports, element access, kernels, ``@njit``, :attr:`buffer`, sub-views)
+        raises ``BufferError`` (see :func:`check_memory`).
         """
         return cls._from_record(read_cuda_array_interface(obj, stream_ptr))
 
@@ -520,6 +528,8 @@ class StridedMemoryView:
     def buffer(self):
         """The :class:`~layoutkit.Buffer` that :attr:`layout` addresses (made on first use)."""
         buffer = self._buffer
+        if buffer is _NO_MEMORY:
+            check_memory(self, "buffer")  # raises: there is no memory to make a Buffer of
         if buffer is None:
             record = self._record
             layout = record.layout
@@ -535,10 +545,8 @@ class StridedMemoryView:
 
     # ------------------------------------------------------------------ element access
     def _check_open(self, operation):
-        """Refuse ``operation`` on memory whose buffer was closed, whatever was cached."""
-        buffer = self._buffer
-        if buffer is not None and buffer.is_closed:
-            raise BufferError(f"{operation}: the view's buffer is closed; there is no memory")
+        """Refuse ``operation`` on memory the view does not have (see :func:`check_memory`)."""
+        check_memory(self, operation)
 
     def _element_address(self, index, operation):
         """Address of the element ``index`` names, or ``None`` when it names a sub-view."""
@@ -790,11 +798,75 @@ class StridedMemoryView:
             f"                  strides={layout.strides},\n"
             f"                  itemsize={layout.itemsize},\n"
             f"                  dtype={dtype if dtype is None else dtype.name},\n"
-            f"                  device_id={self.device_id},\n"
-            f"                  is_device_accessible={self.is_device_accessible},\n"
+            f"                  device_id={_or_unknown(lambda: self.device_id)},\n"
+            f"                  is_device_accessible={_or_unknown(lambda: self.is_device_accessible)},\n"
             f"                  readonly={record.readonly},\n"
             f"                  exporting_obj={type(record.exporter).__name__})"
         )
+
+
+def _or_unknown(read):
+    """``read()``, or ``"unknown"`` where only a CUDA driver could say (``repr`` never fails)."""
+    try:
+        return read()
+    except (RuntimeError, _driver.CUDAError):  # NoDriverError is a RuntimeError
+        return "unknown"
+
+
+class _NoMemory:
+    """The buffer of a view of a null pointer with elements: memory that does not exist.
+
+    It counts as closed, so every check that refuses closed buffers refuses it too.
+    """
+
+    is_closed = True
+
+    def __repr__(self):
+        return "<no memory>"
+
+
+_NO_MEMORY = _NoMemory()
+
+
+def check_memory(view, operation):
+    """Refuse ``operation`` (``BufferError``) where ``view`` has no memory to touch.
+
+    The one check before anything reads or writes a view's memory (copies, exports that
+    hand the pointer on, element access, kernel arguments, ``@njit`` unboxing, the
+    buffer): the view's buffer was closed (whatever the view cached before), or the view
+    describes a null pointer with elements (a CUDA array interface may: cuda.core 1.2.2
+    accepts one; such a view is a description only). ``view`` may be any view-like
+    object with ``ptr`` and ``layout``.
+
+    Examples
+    --------
+    >>> class Described:  # a CUDA array interface without memory behind it
+    ...     __cuda_array_interface__ = {"version": 3, "shape": (2,), "typestr": "<f4",
+    ...                                 "data": (0, False)}
+    >>> view = StridedMemoryView.from_cuda_array_interface(Described(), -1)
+    >>> view.shape, view.ptr
+    ((2,), 0)
+    >>> check_memory(view, "copy")
+    Traceback (most recent call last):
+    ...
+    BufferError: copy: the view has a null data pointer but 2 elements; it describes memory that does not exist
+    """
+    buffer = getattr(view, "_buffer", None)  # only a made buffer can have been closed
+    if buffer is not None and buffer.is_closed:
+        if buffer is _NO_MEMORY:
+            raise BufferError(_null_memory(operation, view.layout.volume))
+        raise BufferError(f"{operation}: the view's buffer is closed; there is no memory")
+    if buffer is None and not isinstance(view, StridedMemoryView):
+        layout = view.layout
+        if not view.ptr and layout.volume:
+            raise BufferError(_null_memory(operation, layout.volume))
+
+
+def _null_memory(operation, volume):
+    return (
+        f"{operation}: the view has a null data pointer but {volume} elements; it describes "
+        "memory that does not exist"
+    )
 
 
 def _made(cls, record, location, buffer):

@@ -429,8 +429,10 @@ def test_cuda_array_interface_rules_without_a_gpu():
     assert StridedMemoryView.from_cuda_array_interface(legacy, -1).shape == (4,)
     with pytest.raises(BufferError, match="'stream'\\] is 0"):
         StridedMemoryView.from_cuda_array_interface(FakeCAI(stream=0), -1)
-    with pytest.raises(BufferError, match="null data pointer"):
-        StridedMemoryView.from_cuda_array_interface(FakeCAI(data=(0, False)), -1)
+    described = StridedMemoryView.from_cuda_array_interface(FakeCAI(data=(0, False)), -1)
+    assert described.ptr == 0 and described.shape == (4,)  # a description (cuda.core's rule)
+    with pytest.raises(BufferError, match="null data pointer but 4 elements"):
+        described.copy_from(np.zeros(4, np.float32))
     # no synchronisation asked: no driver call, metadata read lazily
     view = StridedMemoryView.from_cuda_array_interface(FakeCAI(stream=7), -1)
     assert view.ptr == 4096 and view.shape == (4,) and view.dtype == np.float32
@@ -669,6 +671,68 @@ def test_use_after_close_is_refused_whatever_was_cached():
                 assert "closed" in str(exc), exc
             else:
                 raise AssertionError("not refused")
+        print("ok")
+        """
+    )
+    assert out == "ok"
+
+
+def test_views_of_null_pointers_with_elements_touch_no_memory():
+    """cuda.core 1.2.2 accepts a CUDA array interface with a null pointer and elements (its
+    test_from_cuda_array_interface_zero_strides); such a view is a description: everything
+    that would read or write its memory raises BufferError, and its metadata reads."""
+    out = run_isolated(
+        """
+        import numpy as np
+        import layoutkit
+        from layoutkit import StridedLayout, StridedMemoryView as V
+        from layoutkit.cuda._kernel import ViewKernel
+        from layoutkit._numba_view import check_view_accessible
+        import numba, types
+
+        class Described:
+            def __init__(self, shape, strides, readonly=False):
+                self.__cuda_array_interface__ = {"version": 3, "shape": shape,
+                    "strides": strides, "typestr": "<f8", "data": (0, readonly)}
+
+        for shape, strides in (((1, 1), (0, 0)), ((4, 3), None), ((2, 3), (24, -8))):
+            view = V.from_cuda_array_interface(Described(shape, strides), -1)
+            assert view.shape == shape and view.ptr == 0 and view.size == np.prod(shape)
+            assert view.layout.shape == shape and view.dtype == np.float64
+            assert "ptr=0x0" in repr(view)
+            host = np.zeros(shape)
+            checks = {
+                "copy_from": lambda: view.copy_from(host),
+                "copy_to": lambda: view.copy_to(host),
+                "copy dst": lambda: layoutkit.copy(view, host),
+                "copy src": lambda: layoutkit.copy(host, view),
+                "__dlpack__": lambda: view.__dlpack__(max_version=(1, 0)),
+                "__dlpack_device__": lambda: view.__dlpack_device__(),
+                "__cuda_array_interface__": lambda: view.__cuda_array_interface__,
+                "__array_interface__": lambda: view.__array_interface__,
+                "np.from_dlpack": lambda: np.from_dlpack(view),
+                "np.asarray": lambda: np.asarray(view),
+                "element": lambda: view[(0,) * len(shape)],
+                "store": lambda: view.__setitem__((0,) * len(shape), 1.0),
+                "sub-view": lambda: view[:1],
+                "slice store": lambda: view.__setitem__(slice(None), 0.0),
+                "buffer": lambda: view.buffer,
+                "view(dtype)": lambda: view.view(dtype=np.int64),
+                "with_layout": lambda: view.with_layout(view.layout),
+                "import of it": lambda: V.from_any_interface(view, -1),
+                "njit": lambda: numba.njit(lambda v: v.shape[0])(view),
+                "kernel check": lambda: check_view_accessible(view, "argument 0", True, 0),
+                "kernel argument": lambda: ViewKernel(
+                    types.SimpleNamespace(targetoptions={})).launch_arguments((view,)),
+            }
+            for name, check in checks.items():
+                try:
+                    check()
+                except BufferError as exc:
+                    assert "null data pointer" in str(exc), (name, exc)
+                else:
+                    raise AssertionError(f"{name}: not refused")
+            assert (host == 0).all()
         print("ok")
         """
     )

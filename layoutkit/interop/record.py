@@ -251,11 +251,13 @@ def int_entries(values, name, what):
     return tuple(result)
 
 
-def check_pointer(ptr, layout, what):
+def check_pointer(ptr, layout, what, null_with_elements=False):
     """Refuse a null pointer to elements, or bytes outside ``[0, 2**64)``; returns ``ptr``.
 
     ``ptr`` is the address of element ``(0, ..., 0)``; ``layout`` is relative to the
-    tensor's lowest byte (as :func:`import_layout` makes it).
+    tensor's lowest byte (as :func:`import_layout` makes it). ``null_with_elements``
+    admits a null pointer with elements (a description only: the view refuses every
+    use of its memory, see :func:`layoutkit.memoryview.check_memory`).
 
     Raises
     ------
@@ -276,7 +278,7 @@ def check_pointer(ptr, layout, what):
     BufferError: x: its 16 bytes at 0xfffffffffffffff8 reach beyond the 64-bit address space
     """
     if not ptr:
-        if layout.volume:
+        if layout.volume and not null_with_elements:
             raise BufferError(
                 f"{named(what)} has a null data pointer but {layout.volume} elements"
             )
