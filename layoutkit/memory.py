@@ -310,10 +310,7 @@ class Buffer:
             if self._closed:
                 raise self._closed_error(attribute)
             mr = self._mr
-            if mr is not None:
-                info = _resource_location(mr)
-            else:
-                info = _pointer_location(self._ptr)
+            info = _resource_location(mr) if mr is not None else _pointer_location(self._ptr)
             self._info = info
         return info
 

@@ -1077,3 +1077,18 @@ def test_interface_dicts_are_new_each_time():
     described["descr"].append(("z", "<f8"))
     assert structured.__array_interface__["descr"] == [("x", "<i2"), ("y", "<u2")]
     assert np.asarray(structured).dtype == structured.dtype
+
+
+@pytest.mark.parametrize("door", ["from_dlpack", "from_array_interface", "from_any_interface"])
+def test_numpy_fast_path_checks_the_address_range_as_the_protocols_do(door):
+    """as_strided can make an array whose elements lie below address 0 (or past 2**64);
+    the NumPy fast path refuses it as the DLPack reader does, before a view exists."""
+    from numpy.lib.stride_tricks import as_strided
+
+    a = np.arange(4.0)
+    below = as_strided(a, shape=(2,), strides=(-(2**62),))
+    with pytest.raises(BufferError, match="NumPy array: its .* bytes at -0x.* reach beyond the 64-bit"):
+        getattr(StridedMemoryView, door)(below)
+    fine = as_strided(a, shape=(2, 2), strides=(16, -8))[:, ::-1]  # in range: accepted
+    view = getattr(StridedMemoryView, door)(fine)
+    np.testing.assert_array_equal(np.asarray(view), fine)

@@ -48,6 +48,7 @@ __all__ = [
 
 _ndarray = np.ndarray
 _tuple_new = tuple.__new__
+_ADDRESS_LIMIT = 2**64
 _CPU = (1, 0)  # DLPack's (kDLCPU, 0): where every host record is
 _DIRECT_READS = _native.DIRECT_READS
 _read_ndarray_fields = _native.NDARRAY_FIELDS.unpack_from
@@ -190,13 +191,17 @@ def ndarray_record(array, dlpack_only=False):
             entry = layout_entry(shape, strides, dtype.itemsize, True, "NumPy array")
         except ValueError:
             return None
+    layout, lead, size, aliasing = entry
     if _DIRECT_READS:  # data pointer and flags in one read (see layoutkit.interop._native)
         ptr, flags = _read_ndarray_fields(_MEMORY, id(array) + _HEADER)
-        readonly = entry[3] or not flags & _WRITEABLE
+        readonly = aliasing or not flags & _WRITEABLE
     else:
         ptr = _native.ndarray_data_pointer(array)
-        readonly = entry[3] or not array.flags.writeable
-    return _tuple_new(ImportRecord, (ptr, entry[0], dtype, HOST, readonly, array, array, _CPU))
+        readonly = aliasing or not array.flags.writeable
+    base = ptr - lead  # the lowest byte: as_strided can reach outside the address space
+    if not ptr or base < 0 or base + size > _ADDRESS_LIMIT:
+        check_pointer(ptr, layout, "NumPy array")  # raises, unless a null pointer without elements
+    return _tuple_new(ImportRecord, (ptr, layout, dtype, HOST, readonly, array, array, _CPU))
 
 
 _NOT_VIEWABLE, _HOST_ONLY, _DLPACK = "not viewable", "host only", "DLPack"
