@@ -217,14 +217,24 @@ def location_of(device):
     >>> location_of((1, 0)), location_of((2, 3)).device_id
     (Location(device_id=-1, is_device_accessible=False, is_host_accessible=True, is_managed=False), 3)
     """
+    if type(device) is tuple:
+        location = _LOCATIONS.get(device)
+        if location is not None:
+            return location
     device_type, device_id = device
     if device_type == kDLCPU:
         return HOST
     if device_type == kDLCUDA:
-        return Location(device_id, True, False, False)
-    if device_type in (kDLCUDAHost, kDLCUDAManaged):
-        return Location(device_id, True, True, device_type == kDLCUDAManaged)
-    raise BufferError(f"DLPack device type {device_type} ({device_name(device_type)}) is not supported")
+        location = Location(device_id, True, False, False)
+    elif device_type in (kDLCUDAHost, kDLCUDAManaged):
+        location = Location(device_id, True, True, device_type == kDLCUDAManaged)
+    else:
+        raise BufferError(
+            f"DLPack device type {device_type} ({device_name(device_type)}) is not supported"
+        )
+    if type(device) is tuple and len(_LOCATIONS) < 64:  # a program sees few devices
+        _LOCATIONS[device] = location
+    return location
 
 
 def import_dlpack(obj, stream_ptr):
@@ -431,7 +441,7 @@ def fields_record(data, byte_offset, device, dtype_triple, padded, shape, stride
     def what():  # formatted only for an error (see record.named)
         return f"{type(exporter).__name__} DLPack tensor"
 
-    location = _LOCATIONS.get(device) or location_of(device)
+    location = location_of(device)
     code, bits, lanes = dtype_triple
     if lanes != 1:
         raise BufferError(

@@ -36,8 +36,10 @@ import ctypes
 import struct
 import threading
 
+from .._driver import order_after
 from . import dlpack
 from ._native import MEMORY, WRITABLE_MEMORY, CapsuleType, c_string_is, capsule_fields
+from .cai import driver_stream
 from .dlpack import fields_record, kDLCPU, managed_tensor
 
 __all__ = ["ExchangeAPI", "exchange_api", "exchange_capsule", "exchange_record"]
@@ -205,9 +207,6 @@ def _order_streams(api, device, stream_ptr):
     if api.current_work_stream(device_type, device[1], scratch.pointer_address):
         raise BufferError("current_work_stream failed")
     producer = scratch.pointer.value or 0
-    from .._driver import order_after
-    from .cai import driver_stream
-
     order_after(driver_stream(consumer), driver_stream(producer))
 
 

@@ -38,6 +38,8 @@ import sys
 
 import numpy as np
 
+from .._driver import order_after
+from .cai import driver_stream
 from .dlpack import consumer_stream, import_dlpack, location_of
 from .exchange import exchange_api, exchange_record
 from .host import ndarray_record
@@ -87,9 +89,6 @@ def _cupy(array, stream_ptr, dlpack_only):
     device = array.__dlpack_device__()
     location = location_of(device)
     if stream != -1 and device[0] == 2:  # kDLCUDA: CuPy's current stream before the consumer's
-        from .._driver import order_after
-        from .cai import driver_stream
-
         order_after(driver_stream(stream), driver_stream(cupy.cuda.get_current_stream().ptr))
     return ImportRecord(ptr, layout, dtype, location, False, array, array, tuple(device))
 
