@@ -816,10 +816,14 @@ def _or_unknown(read):
 class _NoMemory:
     """The buffer of a view of a null pointer with elements: memory that does not exist.
 
-    It counts as closed, so every check that refuses closed buffers refuses it too.
+    It reads as a closed Buffer does (closed, no bytes, handle 0), so every check that
+    refuses closed buffers refuses it too.
     """
 
     is_closed = True
+    is_readonly = True
+    size = 0
+    handle = 0
 
     def __repr__(self):
         return "<no memory>"
@@ -872,8 +876,8 @@ def _null_memory(operation, volume):
 def _made(cls, record, location, buffer):
     """A view of ``record`` (final: read-only where it must be); see ``_from_record``.
 
-    NumPy records (:func:`~layoutkit.interop.host.ndarray_record`) come with the aliasing
-    rule applied from their cached layout entry, so the fast path builds views here.
+    NumPy records (:func:`~layoutkit.interop.host.ndarray_record`) are final (writable
+    aliasing arrays are left to the protocol), so the fast path builds views here.
     """
     self = _new_object(cls)
     self._record = record

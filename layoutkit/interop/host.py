@@ -174,8 +174,11 @@ def ndarray_record(array, dlpack_only=False):
     """The record of a NumPy array, read directly; ``None`` where the protocol must decide.
 
     That is: object dtypes, byte strides that are not multiples of the itemsize (the
-    protocol's reader raises the errors) and, with ``dlpack_only``, dtypes DLPack does not
-    carry. The record's ``readonly`` already includes the aliasing rule (DECISIONS 19).
+    protocol's reader raises the errors), with ``dlpack_only`` dtypes DLPack does not
+    carry, and writable arrays whose layout aliases elements (``as_strided``): their view
+    is read-only but their memory is not, which the protocol's record leaves to
+    ``StridedMemoryView._from_record``. So a record returned here is final: its view is
+    read-only exactly when the array is (DECISIONS 19 needs nothing more).
     """
     dtype = array.dtype
     kind = _dtype_kinds.get(dtype)
@@ -194,10 +197,12 @@ def ndarray_record(array, dlpack_only=False):
     layout, lead, size, aliasing = entry
     if _DIRECT_READS:  # data pointer and flags in one read (see layoutkit.interop._native)
         ptr, flags = _read_ndarray_fields(_MEMORY, id(array) + _HEADER)
-        readonly = aliasing or not flags & _WRITEABLE
+        readonly = not flags & _WRITEABLE
     else:
         ptr = _native.ndarray_data_pointer(array)
-        readonly = aliasing or not array.flags.writeable
+        readonly = not array.flags.writeable
+    if aliasing and not readonly:
+        return None
     base = ptr - lead  # the lowest byte: as_strided can reach outside the address space
     if not ptr or base < 0 or base + size > _ADDRESS_LIMIT:
         check_pointer(ptr, layout, "NumPy array")  # raises, unless a null pointer without elements
