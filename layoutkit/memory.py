@@ -28,6 +28,7 @@ True
 
 import abc
 import operator
+import sys
 import weakref
 
 import numpy as np
@@ -97,8 +98,8 @@ class Buffer:
     cuda.core, through :func:`layoutkit.copy`.
     """
 
-    __slots__ = ("_ptr", "_size", "_owner", "_mr", "_finalizer", "_info", "_hash", "_closed",
-                 "_readonly", "__weakref__")
+    __slots__ = ("_ptr", "_size", "_owner", "_mr", "_keeper", "_finalizer", "_info", "_hash",
+                 "_closed", "_readonly", "__weakref__")
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError(
@@ -215,10 +216,10 @@ class Buffer:
         self._closed = False
         self._readonly = readonly
         self._finalizer = None
+        self._keeper = owner
         if mr is not None:
-            finalizer = weakref.finalize(self, mr.deallocate, ptr, size, stream)
-            finalizer.atexit = False  # the process frees everything at exit; no driver calls then
-            self._finalizer = finalizer
+            allocation = self._keeper = _Allocation()
+            self._finalizer = _deallocation(allocation, mr.deallocate, ptr, size, stream)
         return self
 
     def close(self, stream=None):
@@ -228,26 +229,34 @@ class Buffer:
         If the resource's ``deallocate`` raises, the buffer is closed anyway and the
         error propagates (the memory is not freed twice). Views of the buffer refuse
         every operation that touches memory from then on.
+
+        Memory still read by something made from a view of the buffer (a NumPy array
+        of ``numpy.asarray(view)``, a DLPack consumer's tensor) is not freed under it:
+        views keep the memory (not the buffer) alive, so the deallocation then runs when
+        the last of them dies, on ``stream``. Closing a buffer nothing else uses frees
+        the memory at once.
         """
         if self._closed:
             return
-        finalizer = self._finalizer
+        keeper, finalizer = self._keeper, self._finalizer
         self._closed = True
         self._ptr = 0
         self._size = 0
         self._owner = None
         self._mr = None
+        self._keeper = None
         self._info = None
         self._finalizer = None
         if finalizer is None:
-            return
-        if stream is None:
-            finalizer()
-            return
-        pending = finalizer.detach()
-        if pending is not None:
+            return  # an owner: views of the buffer keep it as long as they need it
+        if stream is not None:
+            pending = finalizer.detach()
+            if pending is None:
+                return
             _, deallocate, (ptr, size, _recorded_stream), _ = pending
-            deallocate(ptr, size, stream)
+            finalizer = _deallocation(keeper, deallocate, ptr, size, stream)
+        if sys.getrefcount(keeper) <= 2:  # this frame's name and the argument: no view left
+            finalizer()  # now, so that an error of deallocate propagates
 
     def __enter__(self):
         return self
@@ -317,6 +326,11 @@ class Buffer:
     def _check_open(self, attribute):
         if self._closed:
             raise self._closed_error(attribute)
+
+    def _memory_keeper(self):
+        """What keeps the memory alive (the owner, the allocation), or the buffer itself."""
+        keeper = self._keeper
+        return self if keeper is None else keeper
 
     @property
     def device_id(self):
@@ -414,7 +428,8 @@ class Buffer:
             raise BufferError("a read-only buffer needs a versioned DLPack capsule")
         flags = FLAG_READ_ONLY if self._readonly else 0
         ptr = self._ptr if self._size else 0
-        return export_capsule(self, ptr, (self._size,), (1,), (0, 8, 1), device, flags, versioned)
+        keeper = (self, self._keeper)  # the memory outlives close() while the consumer reads it
+        return export_capsule(keeper, ptr, (self._size,), (1,), (0, 8, 1), device, flags, versioned)
 
     # ------------------------------------------------------------------ byte copies
     def copy_to(self, dst=None, *, stream=None, options=None):
@@ -544,6 +559,10 @@ class Buffer:
     def __reduce_ex__(self, protocol):
         raise TypeError("cannot pickle or deep-copy a Buffer: it refers to process-local memory")
 
+    def __setstate__(self, state):
+        # a crafted pickle (copyreg.__newobj__ + BUILD) would set the slots to any address
+        raise TypeError("a Buffer cannot be unpickled: make one with from_handle or a resource")
+
     def __repr__(self):
         if self._closed:
             return "Buffer(closed)"
@@ -558,6 +577,23 @@ class Buffer:
 
 
 _kDLCPU, _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 1, 2, 3, 13
+
+
+class _Allocation:
+    """Stands for memory a resource allocated: deallocated (once) when nothing holds it.
+
+    The buffer holds it until closed, and views of the buffer hold it too, so memory that
+    a view's exports still read outlives ``close()``.
+    """
+
+    __slots__ = ("__weakref__",)
+
+
+def _deallocation(allocation, deallocate, ptr, size, stream):
+    """``deallocate(ptr, size, stream)`` when ``allocation`` dies, or when called (once)."""
+    finalizer = weakref.finalize(allocation, deallocate, ptr, size, stream)
+    finalizer.atexit = False  # the process frees everything at exit; no driver calls then
+    return finalizer
 _PATTERN_DTYPES = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32)}
 
 
@@ -710,8 +746,20 @@ class HostMemoryResource(MemoryResource):
         self._storage = {}  # aligned address -> the NumPy array that holds the bytes
 
     def allocate(self, size, stream=None):
-        """Allocate ``size`` bytes (uninitialised); ``stream`` is ignored."""
+        """Allocate ``size`` bytes (uninitialised); ``stream`` is ignored.
+
+        Raises
+        ------
+        OverflowError
+            For a size outside ``[0, 2**64)`` or one no process can address.
+        MemoryError
+            When the memory is not there.
+        """
         size = _uint64("size", size)
+        if size > sys.maxsize - _HOST_ALIGNMENT:
+            raise OverflowError(
+                f"size {size} is more bytes than a process can address ({sys.maxsize})"
+            )
         try:
             storage = np.empty(size + _HOST_ALIGNMENT, dtype=np.uint8)
         except (MemoryError, ValueError) as exc:

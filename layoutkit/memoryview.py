@@ -412,7 +412,9 @@ class StridedMemoryView:
                     "for a layout without gaps"
                 )
         ptr = buffer.ptr + layout.slice_offset_in_bytes
-        record = ImportRecord(ptr, layout, dtype, location, readonly, exporter, buffer, dl_device)
+        # the record keeps the memory (not only the Buffer, which close() empties) alive
+        owner = buffer._memory_keeper()
+        record = ImportRecord(ptr, layout, dtype, location, readonly, exporter, owner, dl_device)
         return cls._from_record(record, buffer)
 
     def view(self, layout=None, dtype=None):
@@ -439,6 +441,7 @@ class StridedMemoryView:
         """
         if layout is None and dtype is None:
             return self
+        self._check_open("view")
         record = self._record
         if layout is None:
             layout = record.layout
@@ -778,6 +781,12 @@ class StridedMemoryView:
         raise TypeError(
             "cannot pickle or deep-copy a StridedMemoryView: it refers to process-local memory "
             "whose owner must stay unique; copy the data (e.g. numpy.array(view)) instead"
+        )
+
+    def __setstate__(self, state):
+        # a crafted pickle (copyreg.__newobj__ + BUILD) would set the record to any pointer
+        raise TypeError(
+            "a StridedMemoryView cannot be unpickled: views are made by an import or from_buffer"
         )
 
     def _repr_html_(self):

@@ -170,14 +170,18 @@ def test_cpu_stream_rules(stream_ptr, error, message):
     assert producer.requests == []
 
 
-def test_cpu_stream_zero_means_none_and_other_values_pass():
-    """DECISIONS 12: a host producer needs no stream (None, -1 and 0 all mean none)."""
+def test_cpu_producers_are_asked_with_stream_none_whatever_the_consumer_stream():
+    """DECISIONS 12: a host producer has no stream to order; DLPack gives CPU producers
+    stream=None (NumPy raises RuntimeError for another value)."""
     producer = Producer(np.arange(3.0))
-    StridedMemoryView.from_dlpack(producer, 0)
-    StridedMemoryView.from_dlpack(producer, None)
+    for stream_ptr in (0, None, -1, 7, 2**40, np.int64(5)):
+        StridedMemoryView.from_dlpack(producer, stream_ptr)
     StridedMemoryView.from_dlpack(producer)
-    StridedMemoryView.from_dlpack(producer, 7)
-    assert [r["stream"] for r in producer.requests] == [None, None, None, 7]
+    assert [r["stream"] for r in producer.requests] == [None] * 7
+    for stream_ptr in (1, 2, 7, 2**40):
+        for door in (StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface):
+            view = door(np.arange(3.0), stream_ptr)
+            np.testing.assert_array_equal(np.from_dlpack(view), np.arange(3.0))
 
 
 def test_cuda_stream_rules():

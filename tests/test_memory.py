@@ -844,3 +844,81 @@ def test_buffer_fill_refuses_unaligned_read_only_and_closed_buffers():
     base.close()
     with pytest.raises(RuntimeError, match="buffer is closed"):
         base.fill(0)
+
+
+# ------------------------------------------------ memory outlives close() while exports read it
+class TrackedHostResource(HostMemoryResource):
+    """Host memory whose deallocations are recorded (with their stream)."""
+
+    def __init__(self):
+        super().__init__()
+        self.deallocations = []
+
+    def deallocate(self, ptr, size, stream=None):
+        self.deallocations.append((ptr, stream))
+        super().deallocate(ptr, size, stream)
+
+
+@pytest.mark.parametrize(
+    "export",
+    [np.asarray, np.from_dlpack, lambda view: np.from_dlpack(view.buffer),
+     lambda view: StridedMemoryView.from_dlpack(view, -1)],
+    ids=["array-interface", "dlpack", "buffer-dlpack", "view-of-view"],
+)
+@pytest.mark.parametrize("stream", [None, 7])
+def test_close_while_exported_defers_the_deallocation_to_the_last_export(export, stream):
+    """Found by the fuzz suite: buffer.close() freed memory a NumPy array exported from a
+    view still read. Views keep the memory alive, so it is freed when the last export dies
+    (on the stream close was given), exactly once; the view itself refuses use at once."""
+    mr = TrackedHostResource()
+    buffer = mr.allocate(8 * 1024)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((1024,), 8), np.float64)
+    view.copy_from(np.arange(1024.0))
+    exported = export(view)
+    ptr = buffer.ptr
+    buffer.close(stream)
+    with pytest.raises(BufferError, match="closed"):
+        view.copy_from(np.zeros(1024))
+    del view
+    gc.collect()
+    assert mr.deallocations == []  # still read by the export
+    np.testing.assert_array_equal(np.asarray(exported) if not isinstance(exported, np.ndarray)
+                                  else exported.view(np.float64) if exported.dtype != np.float64
+                                  else exported, np.arange(1024.0))  # fmt: skip
+    del exported
+    gc.collect()
+    assert mr.deallocations == [(ptr, stream)]
+
+
+def test_close_without_exports_frees_at_once_and_views_refuse_use():
+    mr = TrackedHostResource()
+    buffer = mr.allocate(64)
+    ptr = buffer.ptr
+    buffer.close()
+    assert mr.deallocations == [(ptr, None)]
+    failing = RecordingResource(fail=True).allocate(16)
+    with pytest.raises(OSError, match="deallocate failed"):
+        failing.close()  # nothing else holds the memory: deallocate runs here, its error too
+
+
+def test_views_alone_keep_the_memory_until_they_die():
+    mr = TrackedHostResource()
+    buffer = mr.allocate(64)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((8,), 8), np.float64)
+    sub = view[::2]
+    buffer.close()
+    for user in (view, sub):
+        with pytest.raises(BufferError, match="closed"):
+            user.view(dtype=np.int64)
+    del view, user
+    gc.collect()
+    assert mr.deallocations == []  # sub still holds the memory (it refuses every use)
+    del sub
+    gc.collect()
+    assert len(mr.deallocations) == 1
+
+
+@pytest.mark.parametrize("size", [2**63, 2**64 - 1, sys.maxsize])
+def test_host_allocations_no_process_can_address_are_overflow_errors(size):
+    with pytest.raises(OverflowError, match=f"size {size}|must be in"):
+        HostMemoryResource().allocate(size)

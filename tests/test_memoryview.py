@@ -1092,3 +1092,48 @@ def test_numpy_fast_path_checks_the_address_range_as_the_protocols_do(door):
     fine = as_strided(a, shape=(2, 2), strides=(16, -8))[:, ::-1]  # in range: accepted
     view = getattr(StridedMemoryView, door)(fine)
     np.testing.assert_array_equal(np.asarray(view), fine)
+
+
+def _crafted_pickle(cls, slots):
+    """Pickle bytes an attacker writes: ``copyreg.__newobj__(cls)``, then BUILD with the slot
+    state ``(None, slots)``: no layoutkit code runs unless the class refuses state."""
+    import pickle
+
+    name = f"{cls.__module__}\n{cls.__qualname__}\n".encode()
+    state = pickle.dumps((None, slots), protocol=2)[2:-1]  # without PROTO and STOP
+    return b"\x80\x02ccopyreg\n__newobj__\nc" + name + b"\x85R" + state + b"b."
+
+
+def test_crafted_pickles_cannot_make_buffers_views_or_imported_tensors():
+    """Found by the fuzz suite: a pickle naming only the class set a Buffer's or a view's
+    slots to any address (a copy then wrote there). Their state is refused."""
+    import pickle
+
+    from layoutkit.interop.dlpack import ImportedTensor
+
+    for cls, slots in (
+        (Buffer, {"_ptr": 8, "_size": 1 << 20, "_closed": False, "_owner": None, "_mr": None}),
+        (StridedMemoryView, {"_record": None, "_location": None, "_buffer": None}),
+        (ImportedTensor, {"_address": 8, "_deleter": 8, "_in_use": False}),
+    ):
+        with pytest.raises(TypeError, match="cannot be unpickled"):
+            pickle.loads(_crafted_pickle(cls, slots))
+
+
+def test_an_imported_tensor_in_use_cannot_be_released_through_its_public_methods():
+    """Found by the fuzz suite: view.buffer.owner of a DLPack import is the object holding
+    the producer's deleter; its release() ran the deleter while the view read the memory."""
+    from helpers.producers import Producer
+
+    producer = Producer(np.arange(4.0))
+    view = StridedMemoryView.from_dlpack(producer, -1)
+    owner = view.buffer.owner
+    with pytest.raises(BufferError, match="used by views"):
+        owner.release()
+    with pytest.raises(BufferError, match="used by views"), owner:
+        pass
+    assert producer.deleted == 0
+    np.testing.assert_array_equal(np.from_dlpack(view), np.arange(4.0))
+    del view, owner
+    gc.collect()
+    assert producer.deleted == 1

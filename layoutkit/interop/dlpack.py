@@ -169,8 +169,9 @@ def consumer_stream(stream_ptr):
 def producer_stream(device_type, stream_ptr):
     """Return the ``stream=`` value to pass to ``__dlpack__`` for a producer on ``device_type``.
 
-    CPU producers: no stream to order (``None``, ``-1`` and ``0`` all mean none, DECISIONS 12);
-    another handle is passed on.
+    CPU producers: ``None`` whatever the consumer's stream (checked first): there is no
+    stream to order (DECISIONS 12), and DLPack gives CPU producers ``stream=None`` (NumPy
+    raises ``RuntimeError`` for anything else).
     CUDA producers: ``None`` is refused (``BufferError``); other values pass through
     (``-1`` asks the producer not to synchronise), except the driver's handle ``0`` of the
     legacy default stream, which DLPack forbids as ambiguous and names ``1``. Pinned and
@@ -179,14 +180,14 @@ def producer_stream(device_type, stream_ptr):
 
     Examples
     --------
-    >>> producer_stream(1, None) is None, producer_stream(2, 7), producer_stream(3, None)
+    >>> producer_stream(1, 7) is None, producer_stream(2, 7), producer_stream(3, None)
     (True, 7, None)
     >>> producer_stream(2, 0)  # the legacy default stream, as DLPack numbers it
     1
     """
     stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
     if device_type == kDLCPU:
-        return None if stream in (None, -1, 0) else stream
+        return None
     if device_type == kDLCUDA:
         if stream is None:
             raise BufferError(
@@ -266,21 +267,39 @@ class ImportedTensor:
 
     Every field is read when the tensor is consumed. ``strides`` is ``None`` where a
     legacy producer gave NULL (C order). An ImportedTensor is the one owner of the
-    producer's tensor: it cannot be copied or pickled.
+    producer's tensor: it cannot be copied or pickled. Once a view uses it (it is the
+    owner of the view's import record), only its death runs the deleter: ``release()``
+    is refused then, as the views still read the memory.
     """
 
     __slots__ = (
-        "_address", "_deleter", "data", "byte_offset", "device", "ndim", "dtype_triple",
-        "flags", "readonly", "padded", "versioned", "shape", "strides", "__weakref__",
+        "_address", "_deleter", "_in_use", "data", "byte_offset", "device", "ndim",
+        "dtype_triple", "flags", "readonly", "padded", "versioned", "shape", "strides",
+        "__weakref__",
     )  # fmt: skip
 
     def release(self):
-        """Call the producer's deleter now (once; later calls do nothing)."""
-        deleter, self._deleter = self._deleter, 0
+        """Call the producer's deleter now (once; later calls do nothing).
+
+        Raises
+        ------
+        BufferError
+            When views use the tensor (it is released when the last of them dies).
+        """
+        if self._in_use:
+            raise BufferError(
+                "the imported DLPack tensor is used by views; its deleter runs when the last "
+                "of them dies"
+            )
+        self._free()
+
+    def _free(self):
+        deleter = getattr(self, "_deleter", 0)  # 0 also for a bare instance (a refused pickle)
+        self._deleter = 0
         if deleter:
             _call_deleter(deleter, self._address)
 
-    __del__ = release
+    __del__ = _free
 
     def __enter__(self):
         return self
@@ -293,6 +312,9 @@ class ImportedTensor:
             "cannot copy or pickle an imported DLPack tensor: it owns the producer's deleter, "
             "which must run exactly once"
         )
+
+    def __setstate__(self, state):
+        raise TypeError("an imported DLPack tensor cannot be unpickled: it is made by an import")
 
 
 _deleter_functions = {}
@@ -374,14 +396,15 @@ def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
     tensor = ImportedTensor()
     tensor._address = address
     tensor._deleter = deleter
+    tensor._in_use = False
     data, device_type, device_id, ndim, code, bits, lanes, shape_at, strides_at, offset = (
         tensor_fields
     )
     if major != 1:
-        tensor.release()
+        tensor._free()
         raise BufferError(f"DLPack major version {major} is not supported (only 1.x)")
     if not 0 <= ndim <= _MAX_NDIM:
-        tensor.release()
+        tensor._free()
         raise BufferError(f"DLPack tensor has ndim {ndim}; 0 to {_MAX_NDIM} are supported")
     tensor.versioned = versioned
     tensor.data = data
@@ -394,7 +417,7 @@ def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
     tensor.padded = bool(flags & FLAG_IS_SUBBYTE_TYPE_PADDED)
     if ndim:
         if not shape_at:
-            tensor.release()
+            tensor._free()
             raise BufferError(f"DLPack tensor has ndim {ndim} but a NULL shape")
         reader = _int64_structs.get(ndim) or _int64s(ndim)
         tensor.shape = reader.unpack_from(MEMORY, shape_at)
@@ -411,13 +434,15 @@ def tensor_record(tensor, exporter):
     using it dies. On any error it is released first. See :func:`fields_record`.
     """
     try:
-        return fields_record(
+        record = fields_record(
             tensor.data, tensor.byte_offset, tensor.device, tensor.dtype_triple, tensor.padded,
             tensor.shape, tensor.strides, tensor.readonly, exporter, tensor,
         )  # fmt: skip
     except BaseException:
-        tensor.release()
+        tensor._free()
         raise
+    tensor._in_use = True  # from here on, only the death of every user frees it
+    return record
 
 
 def fields_record(data, byte_offset, device, dtype_triple, padded, shape, strides, readonly,

@@ -190,7 +190,7 @@ def exchange_record(obj, api, stream_ptr, borrow):
     try:
         _order_streams(api, tensor.device, stream_ptr)
     except BaseException:
-        tensor.release()
+        tensor._free()
         raise
     return dlpack.tensor_record(tensor, obj)
 
