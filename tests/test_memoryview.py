@@ -688,6 +688,7 @@ def test_views_of_null_pointers_with_elements_touch_no_memory():
         from layoutkit import StridedLayout, StridedMemoryView as V
         from layoutkit.cuda._kernel import ViewKernel
         from layoutkit._numba_view import check_view_accessible
+        from layoutkit._driver import driver_found
         import numba, types
 
         class Described:
@@ -730,6 +731,9 @@ def test_views_of_null_pointers_with_elements_touch_no_memory():
                     check()
                 except BufferError as exc:
                     assert "null data pointer" in str(exc), (name, exc)
+                except layoutkit.NoDriverError:
+                    # typing a view of "the current device" asks the driver which one
+                    assert name in ("njit", "kernel argument") and not driver_found(), name
                 else:
                     raise AssertionError(f"{name}: not refused")
             assert (host == 0).all()
