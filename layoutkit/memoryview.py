@@ -86,6 +86,7 @@ class _NoRecord:
 
 
 _NO_RECORD = _NoRecord()
+_NO_OBJECT = object()  # StridedMemoryView() without an object; None is an object with no interface
 
 
 class StridedMemoryView:
@@ -94,7 +95,9 @@ class StridedMemoryView:
     Build views with :meth:`from_dlpack`, :meth:`from_cuda_array_interface`,
     :meth:`from_array_interface`, :meth:`from_any_interface` or :meth:`from_buffer`
     (``StridedMemoryView(obj, stream_ptr)`` still works, as :meth:`from_any_interface`,
-    but is deprecated as in cuda.core). All attributes are read-only.
+    but is deprecated as in cuda.core; ``StridedMemoryView()`` without an object is
+    cuda.core's empty view, whose layout raises ``ValueError``). All attributes are
+    read-only.
 
     Attributes
     ----------
@@ -136,7 +139,7 @@ class StridedMemoryView:
         "__weakref__",
     )
 
-    def __init__(self, obj=None, stream_ptr=None):
+    def __init__(self, obj=_NO_OBJECT, stream_ptr=None):
         warnings.warn(
             "StridedMemoryView(obj, stream_ptr) is deprecated; use "
             "StridedMemoryView.from_any_interface(obj, stream_ptr) or the from_dlpack / "
@@ -144,7 +147,7 @@ class StridedMemoryView:
             DeprecationWarning,
             stacklevel=2,
         )
-        if obj is None:
+        if obj is _NO_OBJECT:  # StridedMemoryView(): cuda.core's empty view (no layout)
             self._record, self._location, self._buffer, self._exports = _NO_RECORD, None, None, None
             return
         other = type(self).from_any_interface(obj, stream_ptr)

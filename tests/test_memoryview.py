@@ -961,11 +961,13 @@ def test_from_buffer_argument_rules():
 def test_empty_deprecated_view():
     with pytest.warns(DeprecationWarning, match="deprecated"):
         view = StridedMemoryView()
-    with pytest.raises(ValueError, match="no memory and no layout"):
+    with pytest.raises(ValueError, match="Cannot infer layout"):
         view._layout  # noqa: B018
     with pytest.raises(ValueError, match="no memory and no layout"):
         view.ptr  # noqa: B018
     assert repr(view) == "StridedMemoryView(empty)"
+    with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="NoneType object"):
+        StridedMemoryView(None, -1)  # an object without any interface, not the empty form
 
 
 # ----------------------------------------------------------------------------- Python view API
