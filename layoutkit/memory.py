@@ -98,6 +98,8 @@ class Buffer:
     cuda.core, through :func:`layoutkit.copy`.
     """
 
+    # _keeper: what keeps the memory alive (the owner, or the allocation of a resource, which
+    # is deallocated when it dies), or None; views of the buffer hold it too
     __slots__ = ("_ptr", "_size", "_owner", "_mr", "_keeper", "_finalizer", "_info", "_hash",
                  "_closed", "_readonly", "__weakref__")
 
@@ -326,11 +328,6 @@ class Buffer:
     def _check_open(self, attribute):
         if self._closed:
             raise self._closed_error(attribute)
-
-    def _memory_keeper(self):
-        """What keeps the memory alive (the owner, the allocation), or the buffer itself."""
-        keeper = self._keeper
-        return self if keeper is None else keeper
 
     @property
     def device_id(self):

@@ -416,7 +416,9 @@ class StridedMemoryView:
                 )
         ptr = buffer.ptr + layout.slice_offset_in_bytes
         # the record keeps the memory (not only the Buffer, which close() empties) alive
-        owner = buffer._memory_keeper()
+        owner = buffer._keeper
+        if owner is None:
+            owner = buffer
         record = ImportRecord(ptr, layout, dtype, location, readonly, exporter, owner, dl_device)
         return cls._from_record(record, buffer)
 
