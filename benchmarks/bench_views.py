@@ -1,6 +1,6 @@
 """Importing and exporting StridedMemoryViews: layoutkit next to cuda.core 1.2.2, same run.
 
-Usage: ``python benchmarks/bench_views.py [--quick] [--only cpu|gpu]``
+Usage: ``python benchmarks/bench_views.py [--quick] [--only cpu|gpu] [--timer wall|cpu]``
 
 Each figure is the best of several timing runs, per call, in microseconds; the ratio is
 layoutkit / cuda.core (below 1: layoutkit faster). "build" rows time the constructor
@@ -10,11 +10,14 @@ rows one of 4096 random shapes (more than any layout cache keeps), so nothing is
 from the call before. A figure is "-" where that library cannot do the operation here
 (e.g. cuda.core's ``from_array_interface`` needs a CUDA driver even for host arrays).
 GPU rows (CuPy, torch on CUDA) appear where a GPU and those libraries are present; torch
-CPU rows where torch is installed.
+CPU rows where torch is installed. ``--timer cpu`` times with the process's CPU time
+instead of the wall clock: on a machine shared with other work it leaves out the time
+the process waits for a core (no row here waits for a GPU).
 """
 
 import argparse
 import itertools
+import time
 import timeit
 
 import numpy as np
@@ -35,13 +38,15 @@ class DLPackProducer:
         return self.array.__dlpack_device__()
 
 
-def per_call_us(function, number, repeat=7):
-    """Best time per call, in microseconds; None if ``function`` raises."""
+def per_call_us(function, number, repeat=7, timer=time.perf_counter):
+    """Best time per call, in microseconds; None if ``function`` is None or raises."""
+    if function is None:
+        return None
     try:
         function()
     except Exception:
         return None
-    return min(timeit.repeat(function, number=number, repeat=repeat)) / number * 1e6
+    return min(timeit.Timer(function, timer=timer).repeat(repeat, number)) / number * 1e6
 
 
 def read(view):
@@ -61,6 +66,12 @@ def random_arrays(make, count=4096, seed=0):
             array = array.swapaxes(0, -1)
         arrays.append(array)
     return arrays
+
+
+def real_array(function):
+    """``function`` if it returns an array of the data, else None: NumPy makes a 0-d object
+    array of anything it cannot read (cuda.core's views), which is no conversion."""
+    return function if function().dtype != object else None
 
 
 def cycling(arrays, function):
@@ -100,8 +111,12 @@ def numpy_rows():
          lambda S: (lambda v: lambda: np.from_dlpack(v))(exported(S, a))),
         ("numpy.from_dlpack(view(capsule producer))",
          lambda S: (lambda v: lambda: np.from_dlpack(v))(exported(S, producer))),
-        ("numpy.asarray(view(numpy)) (array interface)",
-         lambda S: (lambda v: lambda: np.asarray(v))(exported(S, a))),
+        ("numpy.asarray(view(numpy))",
+         lambda S: (lambda v: real_array(lambda: np.asarray(v)))(exported(S, a))),
+        ("numpy.asarray(view(numpy)), fresh view",
+         lambda S: real_array(lambda: np.asarray(S.from_dlpack(a, -1)))),
+        ("view(numpy).__dlpack__, fresh view",
+         lambda S: lambda: S.from_dlpack(a, -1).__dlpack__(max_version=(1, 0))),
         ("view(numpy).view(layout[::2]) (sub-view)",
          lambda S: (lambda v: (lambda s: lambda: v.view(s))(v._layout[::2]))(exported(S, a))),
     ]  # fmt: skip
@@ -189,7 +204,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls per timing")
     parser.add_argument("--only", choices=["cpu", "gpu"], help="only the host or device rows")
+    parser.add_argument("--timer", choices=["wall", "cpu"], default="wall",
+                        help="wall clock (default) or the process's CPU time")
     args = parser.parse_args()
+    timer = time.process_time if args.timer == "cpu" else time.perf_counter
     number = 2_000 if args.quick else 20_000
     try:
         from cuda.core.utils import StridedMemoryView as reference
@@ -204,8 +222,8 @@ def main():
     print(header)
     print("-" * len(header))
     for name, make in rows:
-        ours = per_call_us(make(StridedMemoryView), number)
-        theirs = per_call_us(make(reference), number) if reference else None
+        ours = per_call_us(make(StridedMemoryView), number, timer=timer)
+        theirs = per_call_us(make(reference), number, timer=timer) if reference else None
         ratio = f"{ours / theirs:.2f}" if ours and theirs else "-"
         print(
             f"{name:56s} {'-' if ours is None else f'{ours:.2f}':>13s} "

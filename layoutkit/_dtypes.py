@@ -242,7 +242,7 @@ def from_dlpack_dtype(code, bits, lanes, padded=False):
         dtype = _ml_dtypes_tables()[0].get(key)
         if dtype is None:
             raise NotImplementedError(
-                f"{_describe(code, bits, lanes)} needs the optional package ml_dtypes "
+                f"{_describe(code, bits, lanes)} requires `ml_dtypes`, an optional package "
                 "(pip install 'layoutkit[dtypes]')"
             )
         return dtype
@@ -278,7 +278,7 @@ def to_dlpack_dtype(dtype):
     if key is not None:
         return key[0], key[1], 1, key[1] < 8
     if dtype.fields is not None:
-        raise BufferError(f"{dtype!r} is a structured dtype; DLPack cannot carry it")
+        raise BufferError(f"Structured dtypes cannot be exported through DLPack: {dtype!r}")
     if not dtype.isnative:
         raise BufferError(f"{dtype!r} has non-native byte order; DLPack needs native byte order")
-    raise BufferError(f"{dtype!r} has no DLPack equivalent")
+    raise BufferError(f"Unsupported dtype for DLPack export: {dtype!r} has no DLPack equivalent")

@@ -323,11 +323,9 @@ def check_view_accessible(view, name, on_device, device_id=None):
         The device the kernel runs on (or a function returning it, called only when the
         view's device must be compared); checked when ``on_device``.
     """
-    # ``_buffer``: a StridedMemoryView's buffer if one was made (only a made buffer can
-    # have been closed); reading ``buffer`` would make one per launch
-    buffer = getattr(view, "_buffer", None)
-    if buffer is not None and buffer.is_closed:
-        raise BufferError(f"{name}: the view's buffer is closed")
+    from layoutkit.memoryview import check_memory
+
+    check_memory(view, name)  # a closed buffer, or a null pointer with elements: BufferError
     device_accessible = view.is_device_accessible
     if on_device:
         if not device_accessible:

@@ -28,6 +28,7 @@ True
 
 import abc
 import operator
+import sys
 import weakref
 
 import numpy as np
@@ -92,11 +93,15 @@ class Buffer:
     driver there is no device memory, so such a pointer is host memory (DECISIONS 12).
 
     Buffers compare and hash by ``(ptr, size)``; a closed buffer equals only itself.
-    They export themselves through DLPack as 1-d ``int8`` tensors of ``size`` elements.
+    They export themselves through DLPack as 1-d ``int8`` tensors of ``size`` elements,
+    and copy (:meth:`copy_to`, :meth:`copy_from`) and :meth:`fill` their bytes as in
+    cuda.core, through :func:`layoutkit.copy`.
     """
 
-    __slots__ = ("_ptr", "_size", "_owner", "_mr", "_finalizer", "_info", "_hash", "_closed",
-                 "_readonly", "__weakref__")
+    # _keeper: what keeps the memory alive (the owner, or the allocation of a resource, which
+    # is deallocated when it dies), or None; views of the buffer hold it too
+    __slots__ = ("_ptr", "_size", "_owner", "_mr", "_keeper", "_finalizer", "_info", "_hash",
+                 "_closed", "_readonly", "__weakref__")
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError(
@@ -213,10 +218,10 @@ class Buffer:
         self._closed = False
         self._readonly = readonly
         self._finalizer = None
+        self._keeper = owner
         if mr is not None:
-            finalizer = weakref.finalize(self, mr.deallocate, ptr, size, stream)
-            finalizer.atexit = False  # the process frees everything at exit; no driver calls then
-            self._finalizer = finalizer
+            allocation = self._keeper = _Allocation()
+            self._finalizer = _deallocation(allocation, mr.deallocate, ptr, size, stream)
         return self
 
     def close(self, stream=None):
@@ -226,26 +231,34 @@ class Buffer:
         If the resource's ``deallocate`` raises, the buffer is closed anyway and the
         error propagates (the memory is not freed twice). Views of the buffer refuse
         every operation that touches memory from then on.
+
+        Memory still read by something made from a view of the buffer (a NumPy array
+        of ``numpy.asarray(view)``, a DLPack consumer's tensor) is not freed under it:
+        views keep the memory (not the buffer) alive, so the deallocation then runs when
+        the last of them dies, on ``stream``. Closing a buffer nothing else uses frees
+        the memory at once.
         """
         if self._closed:
             return
-        finalizer = self._finalizer
+        keeper, finalizer = self._keeper, self._finalizer
         self._closed = True
         self._ptr = 0
         self._size = 0
         self._owner = None
         self._mr = None
+        self._keeper = None
         self._info = None
         self._finalizer = None
         if finalizer is None:
-            return
-        if stream is None:
-            finalizer()
-            return
-        pending = finalizer.detach()
-        if pending is not None:
+            return  # an owner: views of the buffer keep it as long as they need it
+        if stream is not None:
+            pending = finalizer.detach()
+            if pending is None:
+                return
             _, deallocate, (ptr, size, _recorded_stream), _ = pending
-            deallocate(ptr, size, stream)
+            finalizer = _deallocation(keeper, deallocate, ptr, size, stream)
+        if sys.getrefcount(keeper) <= 2:  # this frame's name and the argument: no view left
+            finalizer()  # now, so that an error of deallocate propagates
 
     def __enter__(self):
         return self
@@ -308,11 +321,7 @@ class Buffer:
             if self._closed:
                 raise self._closed_error(attribute)
             mr = self._mr
-            if mr is not None:
-                info = _driver.Location(mr.device_id, bool(mr.is_device_accessible),
-                                        bool(mr.is_host_accessible), bool(mr.is_managed))
-            else:
-                info = _pointer_location(self._ptr)
+            info = _resource_location(mr) if mr is not None else _pointer_location(self._ptr)
             self._info = info
         return info
 
@@ -416,7 +425,120 @@ class Buffer:
             raise BufferError("a read-only buffer needs a versioned DLPack capsule")
         flags = FLAG_READ_ONLY if self._readonly else 0
         ptr = self._ptr if self._size else 0
-        return export_capsule(self, ptr, (self._size,), (1,), (0, 8, 1), device, flags, versioned)
+        keeper = (self, self._keeper)  # the memory outlives close() while the consumer reads it
+        return export_capsule(keeper, ptr, (self._size,), (1,), (0, 8, 1), device, flags, versioned)
+
+    # ------------------------------------------------------------------ byte copies
+    def copy_to(self, dst=None, *, stream=None, options=None):
+        """Copy every byte of this buffer into ``dst``; returns ``dst``.
+
+        As in cuda.core: ``dst`` must have the same size; ``dst=None`` allocates one from
+        this buffer's memory resource. The copy is :func:`layoutkit.copy` of the two
+        buffers viewed as bytes, so it runs host to host, host to device, device to host
+        or device to device, queued on ``stream`` where device memory is involved
+        (``None``: the legacy default stream; cuda.core requires the argument).
+
+        Parameters
+        ----------
+        dst : Buffer, optional
+        stream : int or stream object, optional
+        options : None
+            cuda.core's transfer hints (``CopyOptions``) have no equivalent here; only
+            ``None`` is accepted.
+
+        Raises
+        ------
+        TypeError
+            When ``dst`` is not a Buffer, or ``options`` is given.
+        ValueError
+            For buffers of different sizes, overlapping buffers, a read-only ``dst``, or
+            ``dst=None`` without a memory resource.
+        RuntimeError
+            When either buffer is closed.
+
+        Examples
+        --------
+        >>> import ctypes
+        >>> mr = HostMemoryResource()
+        >>> src, dst = mr.allocate(4), mr.allocate(4)
+        >>> src.fill(b"\\x01\\x02")
+        >>> ctypes.string_at(src.copy_to(dst).ptr, 4)
+        b'\\x01\\x02\\x01\\x02'
+        """
+        self._check_open("copy_to")
+        _no_copy_options(options)
+        if dst is None:
+            if self._mr is None:
+                raise ValueError(
+                    "copy_to: a destination buffer must be given (this buffer has no memory "
+                    "resource to allocate one from)"
+                )
+            dst = self._mr.allocate(self._size, stream)
+        _copy_bytes(dst, self, stream, "copy_to")
+        return dst
+
+    def copy_from(self, src, *, stream=None, options=None):
+        """Copy every byte of ``src`` (a Buffer of the same size) into this buffer.
+
+        See :meth:`copy_to`; the same rules, with this buffer the destination.
+        """
+        self._check_open("copy_from")
+        _no_copy_options(options)
+        _copy_bytes(self, src, stream, "copy_from")
+
+    def fill(self, value, *, stream=None):
+        """Fill the buffer with a repeated byte pattern, as cuda.core does.
+
+        Parameters
+        ----------
+        value : int or buffer
+            An ``int`` in ``[0, 256)`` (one byte), or an object with the buffer protocol
+            holding 1, 2 or 4 bytes (``b"\\x12\\x34"``, ``numpy.uint32(7)``, ...), written in
+            that byte order.
+        stream : int or stream object, optional
+            Orders the fill where the memory is device memory (``None``: the legacy
+            default stream).
+
+        Raises
+        ------
+        TypeError
+            When ``value`` is neither an int nor a buffer.
+        OverflowError
+            For an int outside ``[0, 256)``.
+        ValueError
+            For a pattern of another length, a size that is no multiple of its length, a
+            pointer not aligned to it, or a read-only buffer.
+        RuntimeError
+            When the buffer is closed.
+
+        Examples
+        --------
+        >>> import ctypes
+        >>> buffer = HostMemoryResource().allocate(8)
+        >>> buffer.fill(np.uint16(0x0102))
+        >>> ctypes.string_at(buffer.ptr, 8)
+        b'\\x02\\x01\\x02\\x01\\x02\\x01\\x02\\x01'
+        """
+        self._check_open("fill")
+        pattern = _fill_pattern(value)
+        width = len(pattern)
+        if self._size % width or self._ptr % width:
+            raise ValueError(
+                f"fill: a {width}-byte pattern needs a buffer whose size ({self._size}) and "
+                f"address ({self._ptr:#x}) are multiples of {width}"
+            )
+        if self._readonly:
+            raise ValueError("fill: the buffer's memory is read-only")
+        if not self._size:
+            return
+        from layoutkit.copy import copy
+        from layoutkit.layout import StridedLayout
+        from layoutkit.memoryview import StridedMemoryView
+
+        dtype = _PATTERN_DTYPES[width]
+        layout = StridedLayout.dense((self._size // width,), width)
+        element = np.frombuffer(pattern, dtype).reshape(())  # broadcast to every element
+        copy(StridedMemoryView.from_buffer(self, layout, dtype), element, stream=stream)
 
     def __eq__(self, other):
         if not isinstance(other, Buffer):
@@ -434,6 +556,10 @@ class Buffer:
     def __reduce_ex__(self, protocol):
         raise TypeError("cannot pickle or deep-copy a Buffer: it refers to process-local memory")
 
+    def __setstate__(self, state):
+        # a crafted pickle (copyreg.__newobj__ + BUILD) would set the slots to any address
+        raise TypeError("a Buffer cannot be unpickled: make one with from_handle or a resource")
+
     def __repr__(self):
         if self._closed:
             return "Buffer(closed)"
@@ -448,6 +574,92 @@ class Buffer:
 
 
 _kDLCPU, _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 1, 2, 3, 13
+
+
+class _Allocation:
+    """Stands for memory a resource allocated: deallocated (once) when nothing holds it.
+
+    The buffer holds it until closed, and views of the buffer hold it too, so memory that
+    a view's exports still read outlives ``close()``.
+    """
+
+    __slots__ = ("__weakref__",)
+
+
+def _deallocation(allocation, deallocate, ptr, size, stream):
+    """``deallocate(ptr, size, stream)`` when ``allocation`` dies, or when called (once)."""
+    finalizer = weakref.finalize(allocation, deallocate, ptr, size, stream)
+    finalizer.atexit = False  # the process frees everything at exit; no driver calls then
+    return finalizer
+_PATTERN_DTYPES = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32)}
+
+
+def _no_copy_options(options):
+    if options is not None:
+        raise TypeError(
+            f"options={options!r}: layoutkit has no copy options (cuda.core's CopyOptions); "
+            "pass None"
+        )
+
+
+def _copy_bytes(dst, src, stream, operation):
+    """``layoutkit.copy`` of two same-sized buffers viewed as bytes."""
+    for name, buffer in (("dst", dst), ("src", src)):
+        if not isinstance(buffer, Buffer):
+            raise TypeError(
+                f"{operation}: {name} must be a layoutkit Buffer, got {type(buffer).__name__}"
+            )
+        buffer._check_open(operation)
+    if dst._size != src._size:
+        raise ValueError(
+            f"{operation}: buffer sizes mismatch between src and dst (sizes are: "
+            f"src={src._size}, dst={dst._size})"
+        )
+    if not dst._size:
+        return
+    from layoutkit.copy import copy
+    from layoutkit.layout import StridedLayout
+    from layoutkit.memoryview import StridedMemoryView
+
+    layout = StridedLayout.dense((dst._size,), 1)
+    copy(
+        StridedMemoryView.from_buffer(dst, layout, _PATTERN_DTYPES[1]),
+        StridedMemoryView.from_buffer(src, layout, _PATTERN_DTYPES[1]),
+        stream=stream,
+    )
+
+
+def _fill_pattern(value):
+    """The bytes ``Buffer.fill`` repeats: one for an int, a buffer's 1, 2 or 4 otherwise."""
+    if isinstance(value, int):
+        if not 0 <= value < 256:
+            raise OverflowError(f"fill value {value} must be in [0, 256) (one byte)")
+        return bytes((value,))
+    try:
+        pattern = memoryview(value).tobytes()
+    except TypeError:
+        raise TypeError(
+            f"fill value must be an int or a buffer of 1, 2 or 4 bytes, got "
+            f"{type(value).__name__}"
+        ) from None
+    if len(pattern) not in _PATTERN_DTYPES:
+        raise ValueError(f"fill value holds {len(pattern)} bytes; 1, 2 or 4 are supported")
+    return pattern
+
+
+def _resource_location(mr):
+    """Where a memory resource's memory lives. A resource whose ``device_id`` raises (as
+    cuda.core's host and pinned test resources do: "not bound to any GPU") holds host
+    memory of no device (-1) if the host can access it; otherwise the error stands."""
+    device_accessible = bool(mr.is_device_accessible)
+    host_accessible = bool(mr.is_host_accessible)
+    try:
+        device_id = mr.device_id
+    except Exception:
+        if not host_accessible:
+            raise
+        device_id = -1
+    return _driver.Location(device_id, device_accessible, host_accessible, bool(mr.is_managed))
 
 
 def _pointer_location(ptr):
@@ -531,8 +743,20 @@ class HostMemoryResource(MemoryResource):
         self._storage = {}  # aligned address -> the NumPy array that holds the bytes
 
     def allocate(self, size, stream=None):
-        """Allocate ``size`` bytes (uninitialised); ``stream`` is ignored."""
+        """Allocate ``size`` bytes (uninitialised); ``stream`` is ignored.
+
+        Raises
+        ------
+        OverflowError
+            For a size outside ``[0, 2**64)`` or one no process can address.
+        MemoryError
+            When the memory is not there.
+        """
         size = _uint64("size", size)
+        if size > sys.maxsize - _HOST_ALIGNMENT:
+            raise OverflowError(
+                f"size {size} is more bytes than a process can address ({sys.maxsize})"
+            )
         try:
             storage = np.empty(size + _HOST_ALIGNMENT, dtype=np.uint8)
         except (MemoryError, ValueError) as exc:

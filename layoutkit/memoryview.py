@@ -56,12 +56,12 @@ from .interop._native import MEMORY, WRITABLE_MEMORY
 from .interop.cai import cuda_interface_dict, read_cuda_array_interface
 from .interop.exchange import exchange_capsule
 from .interop.fastpaths import fast_record
-from .interop.host import interface_dict, read_array_interface
-from .interop.record import CURRENT_DEVICE, ImportRecord
+from .interop.host import interface_dict, ndarray_record, read_array_interface
+from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
 from .layout import StridedLayout
 from .memory import Buffer
 
-__all__ = ["StridedMemoryView", "args_viewable_as_strided_memory"]
+__all__ = ["StridedMemoryView", "args_viewable_as_strided_memory", "check_memory"]
 
 _kDLCPU = _dlpack.kDLCPU
 _kDLCUDA = _dlpack.kDLCUDA
@@ -80,12 +80,13 @@ class _NoRecord:
 
     def __getattr__(self, name):
         raise ValueError(
-            "this StridedMemoryView was made empty (StridedMemoryView() without an object): "
-            "it has no memory and no layout"
+            "Cannot infer layout: this StridedMemoryView was made empty (StridedMemoryView() "
+            "without an object); it has no memory and no layout"
         )
 
 
 _NO_RECORD = _NoRecord()
+_NO_OBJECT = object()  # StridedMemoryView() without an object; None is an object with no interface
 
 
 class StridedMemoryView:
@@ -94,7 +95,9 @@ class StridedMemoryView:
     Build views with :meth:`from_dlpack`, :meth:`from_cuda_array_interface`,
     :meth:`from_array_interface`, :meth:`from_any_interface` or :meth:`from_buffer`
     (``StridedMemoryView(obj, stream_ptr)`` still works, as :meth:`from_any_interface`,
-    but is deprecated as in cuda.core). All attributes are read-only.
+    but is deprecated as in cuda.core; ``StridedMemoryView()`` without an object is
+    cuda.core's empty view, whose layout raises ``ValueError``). All attributes are
+    read-only.
 
     Attributes
     ----------
@@ -133,10 +136,11 @@ class StridedMemoryView:
         "_location",  # where the memory lives, once known (a record may leave it open)
         "_buffer",  # Buffer, or None until made (only a made buffer can have been closed)
         "_numba_record",  # what @njit code reads of the view (layoutkit._numba_view), or None
+        "_exports",  # what exports describe, once made (the record never changes), or None
         "__weakref__",
     )
 
-    def __init__(self, obj=None, stream_ptr=None):
+    def __init__(self, obj=_NO_OBJECT, stream_ptr=None):
         warnings.warn(
             "StridedMemoryView(obj, stream_ptr) is deprecated; use "
             "StridedMemoryView.from_any_interface(obj, stream_ptr) or the from_dlpack / "
@@ -144,27 +148,26 @@ class StridedMemoryView:
             DeprecationWarning,
             stacklevel=2,
         )
-        if obj is None:
-            self._record, self._location, self._buffer = _NO_RECORD, None, None
+        if obj is _NO_OBJECT:  # StridedMemoryView(): cuda.core's empty view (no layout)
+            self._record, self._location, self._buffer, self._exports = _NO_RECORD, None, None, None
             self._numba_record = None
             return
         other = type(self).from_any_interface(obj, stream_ptr)
         self._record, self._location, self._buffer = other._record, None, other._buffer
-        self._numba_record = None
+        self._exports = self._numba_record = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def _from_record(cls, record, buffer=None):
         """The one place a view is made: from a checked :class:`ImportRecord`."""
-        self = object.__new__(cls)
-        self._record = record
-        self._location = record.location
-        self._buffer = buffer
-        self._numba_record = None
+        if not record.ptr and buffer is None and record.layout.volume:
+            buffer = _NO_MEMORY  # a description only (CUDA array interface): see check_memory
+        self = _made(cls, record, record.location, buffer)
         if not record.readonly and not record.layout.is_unique:
             # aliasing views are read-only (NumPy's rule), but the memory is not: its
             # buffer, made first, stays writable for from_buffer(..., is_readonly=False)
-            self.buffer  # noqa: B018 (made for its read-only flag)
+            if buffer is not _NO_MEMORY:
+                self.buffer  # noqa: B018 (made for its read-only flag)
             self._record = record._replace(readonly=True)
         return self
 
@@ -202,6 +205,10 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_dlpack(a.T).strides
         (1, 3)
         """
+        if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
+            record = ndarray_record(obj, True)  # the NumPy fast path, inline: the common case
+            if record is not None:
+                return _made(cls, record, HOST, None)
         record = fast_record(obj, stream_ptr, True)
         if record is None:
             if not _is_dlpack(obj):
@@ -229,11 +236,17 @@ class StridedMemoryView:
         TypeError
             When ``obj`` has no CUDA array interface.
         BufferError
-            For ``stream_ptr=None``, a version below 2, a mask, a malformed entry or a
-            null pointer with elements.
+            For ``stream_ptr=None``, a version below 2, a mask or a malformed entry.
         ValueError, OverflowError
             For a negative extent, a stride that is no multiple of the itemsize or
             values beyond int64.
+
+        Notes
+        -----
+        A null ``data`` pointer with elements is accepted, as cuda.core 1.2.2 does: the
+        view describes memory that does not exist, so everything that would touch it
+        (copies, exports, element access, kernels, ``@njit``, :attr:`buffer`, sub-views)
+        raises ``BufferError`` (see :func:`check_memory`).
         """
         return cls._from_record(read_cuda_array_interface(obj, stream_ptr))
 
@@ -262,6 +275,10 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_array_interface(b"abcd").readonly
         True
         """
+        if type(obj) is _ndarray:
+            record = ndarray_record(obj)
+            if record is not None:
+                return _made(cls, record, HOST, None)
         return cls._from_record(read_array_interface(obj))
 
     @classmethod
@@ -284,6 +301,10 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_any_interface(np.zeros((2, 3))).shape
         (2, 3)
         """
+        if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
+            record = ndarray_record(obj)
+            if record is not None:
+                return _made(cls, record, HOST, None)
         record = fast_record(obj, stream_ptr, False)
         if record is not None:
             return cls._from_record(record)
@@ -355,7 +376,7 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_buffer(buf, StridedLayout.dense((3, 4), 8), "i8")
         Traceback (most recent call last):
         ...
-        ValueError: layout ... reaches byte 96 but the buffer has 64 bytes...
+        ValueError: layout ... reaches byte 96, past the end of the buffer. Expected at least 96 bytes, got 64 bytes...
         """
         layout, dtype, is_readonly = _buffer_arguments(
             args, shape, strides, layout, itemsize, dtype, is_readonly
@@ -396,11 +417,16 @@ class StridedMemoryView:
                 )
             if end > buffer.size:
                 raise ValueError(
-                    f"layout {layout!r} reaches byte {end} but the buffer has {buffer.size} "
-                    "bytes; use to_dense() for a layout without gaps"
+                    f"layout {layout!r} reaches byte {end}, past the end of the buffer. "
+                    f"Expected at least {end} bytes, got {buffer.size} bytes. Use to_dense() "
+                    "for a layout without gaps"
                 )
         ptr = buffer.ptr + layout.slice_offset_in_bytes
-        record = ImportRecord(ptr, layout, dtype, location, readonly, exporter, buffer, dl_device)
+        # the record keeps the memory (not only the Buffer, which close() empties) alive
+        owner = buffer._keeper
+        if owner is None:
+            owner = buffer
+        record = ImportRecord(ptr, layout, dtype, location, readonly, exporter, owner, dl_device)
         return cls._from_record(record, buffer)
 
     def view(self, layout=None, dtype=None):
@@ -427,6 +453,7 @@ class StridedMemoryView:
         """
         if layout is None and dtype is None:
             return self
+        self._check_open("view")
         record = self._record
         if layout is None:
             layout = record.layout
@@ -516,6 +543,8 @@ class StridedMemoryView:
     def buffer(self):
         """The :class:`~layoutkit.Buffer` that :attr:`layout` addresses (made on first use)."""
         buffer = self._buffer
+        if buffer is _NO_MEMORY:
+            check_memory(self, "buffer")  # raises: there is no memory to make a Buffer of
         if buffer is None:
             record = self._record
             layout = record.layout
@@ -531,10 +560,8 @@ class StridedMemoryView:
 
     # ------------------------------------------------------------------ element access
     def _check_open(self, operation):
-        """Refuse ``operation`` on memory whose buffer was closed, whatever was cached."""
-        buffer = self._buffer
-        if buffer is not None and buffer.is_closed:
-            raise BufferError(f"{operation}: the view's buffer is closed; there is no memory")
+        """Refuse ``operation`` on memory the view does not have (see :func:`check_memory`)."""
+        check_memory(self, operation)
 
     def _element_address(self, index, operation):
         """Address of the element ``index`` names, or ``None`` when it names a sub-view."""
@@ -656,7 +683,8 @@ class StridedMemoryView:
             raise BufferError(f"max_version={max_version!r} must be a (major, minor) tuple")
         if copy:
             raise BufferError("copy=True: a StridedMemoryView exports its memory without a copy")
-        device = self._record.dl_device or self.__dlpack_device__()
+        record = self._record
+        device = record.dl_device or self.__dlpack_device__()
         if dl_device is not None and tuple(dl_device) != device:
             if tuple(dl_device) != _CPU_DEVICE or not self._where()[2]:
                 raise BufferError(
@@ -665,17 +693,31 @@ class StridedMemoryView:
             device = _CPU_DEVICE  # pinned or managed memory, read as host memory
         if stream is not None:
             _dlpack.consumer_stream(stream)
-        exporter, ptr, shape, strides, dtype_triple, device, flags = self._export_fields(device)
-        if self._record.readonly and not versioned:
+        if record.readonly and not versioned:
             raise BufferError(
                 "a read-only view needs a versioned DLPack capsule (max_version >= (1, 0)); "
                 "the legacy protocol cannot mark data read-only"
             )
+        exports = self._exports
+        if exports is None:
+            exports = self._exports = {}
+        key = versioned if dl_device is None else (device, versioned)  # the header's bytes
+        header = exports.get(key)
+        if header is None:
+            header = exports[key] = self._dlpack_header(device, versioned)
+        return _dlpack.export_header(self, header, versioned)
+
+    def _dlpack_header(self, device, versioned):
+        """The bytes of this view's DLPack managed tensor (shape and strides: the layout's)."""
+        _, ptr, shape, _, dtype_triple, device, flags = self._export_fields(device)
         if flags & _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED and not versioned:
             raise BufferError(f"{self._record.dtype} needs a versioned DLPack capsule")
-        return _dlpack.export_capsule(
-            exporter, ptr, shape, strides, dtype_triple, device, flags, versioned
-        )
+        ndim = len(shape)
+        shape_at = self._record.layout._lay().buffer_info()[0] if ndim else 0  # lives as the view
+        return _dlpack.managed_header(
+            self, ptr, ndim, shape_at, shape_at + 8 * ndim if ndim else 0, dtype_triple, device,
+            flags, versioned,
+        )  # fmt: skip
 
     def _export_fields(self, device=None):
         """What a DLPack export of this view says (``pack_managed``'s arguments)."""
@@ -694,12 +736,22 @@ class StridedMemoryView:
         return self, ptr, layout.shape, layout.strides, (code, bits, lanes), device, flags
 
     def _interface(self, make):
-        record = self._record
-        layout = record.layout
-        return make(
-            record.ptr, record.readonly, layout.shape, layout.strides_in_bytes, record.dtype,
-            layout.itemsize,
-        )  # fmt: skip
+        """A new copy of the interface dict ``make`` describes this view with (cached)."""
+        exports = self._exports
+        if exports is None:
+            exports = self._exports = {}
+        interface = exports.get(make)
+        if interface is None:
+            record = self._record
+            layout = record.layout
+            interface = make(
+                record.ptr, record.readonly, layout.shape, layout.strides_in_bytes, record.dtype,
+                layout.itemsize,
+            )  # fmt: skip
+            if type(interface.get("descr")) is list:
+                return interface  # a structured dtype's descr list: mutable, not cached
+            exports[make] = interface
+        return dict(interface)  # a consumer may change its dict; the cached one stays right
 
     @property
     def __array_interface__(self):
@@ -744,6 +796,12 @@ class StridedMemoryView:
             "whose owner must stay unique; copy the data (e.g. numpy.array(view)) instead"
         )
 
+    def __setstate__(self, state):
+        # a crafted pickle (copyreg.__newobj__ + BUILD) would set the record to any pointer
+        raise TypeError(
+            "a StridedMemoryView cannot be unpickled: views are made by an import or from_buffer"
+        )
+
     def _repr_html_(self):
         """Jupyter: a picture of the layout and a table of the view's properties."""
         from ._display import view_html
@@ -762,11 +820,98 @@ class StridedMemoryView:
             f"                  strides={layout.strides},\n"
             f"                  itemsize={layout.itemsize},\n"
             f"                  dtype={dtype if dtype is None else dtype.name},\n"
-            f"                  device_id={self.device_id},\n"
-            f"                  is_device_accessible={self.is_device_accessible},\n"
+            f"                  device_id={_or_unknown(lambda: self.device_id)},\n"
+            f"                  is_device_accessible={_or_unknown(lambda: self.is_device_accessible)},\n"
             f"                  readonly={record.readonly},\n"
             f"                  exporting_obj={type(record.exporter).__name__})"
         )
+
+
+def _or_unknown(read):
+    """``read()``, or ``"unknown"`` where only a CUDA driver could say (``repr`` never fails)."""
+    try:
+        return read()
+    except (RuntimeError, _driver.CUDAError):  # NoDriverError is a RuntimeError
+        return "unknown"
+
+
+class _NoMemory:
+    """The buffer of a view of a null pointer with elements: memory that does not exist.
+
+    It reads as a closed Buffer does (closed, no bytes, handle 0), so every check that
+    refuses closed buffers refuses it too.
+    """
+
+    is_closed = True
+    is_readonly = True
+    size = 0
+    handle = 0
+
+    def __repr__(self):
+        return "<no memory>"
+
+
+_NO_MEMORY = _NoMemory()
+
+
+def check_memory(view, operation):
+    """Refuse ``operation`` (``BufferError``) where ``view`` has no memory to touch.
+
+    The one check before anything reads or writes a view's memory (copies, exports that
+    hand the pointer on, element access, kernel arguments, ``@njit`` unboxing, the
+    buffer): the view's buffer was closed (whatever the view cached before), or the view
+    describes a null pointer with elements (a CUDA array interface may: cuda.core 1.2.2
+    accepts one; such a view is a description only). ``view`` may be any view-like
+    object with ``ptr`` and ``layout``.
+
+    Examples
+    --------
+    >>> class Described:  # a CUDA array interface without memory behind it
+    ...     __cuda_array_interface__ = {"version": 3, "shape": (2,), "typestr": "<f4",
+    ...                                 "data": (0, False)}
+    >>> view = StridedMemoryView.from_cuda_array_interface(Described(), -1)
+    >>> view.shape, view.ptr
+    ((2,), 0)
+    >>> check_memory(view, "copy")
+    Traceback (most recent call last):
+    ...
+    BufferError: copy: the view has a null data pointer but 2 elements; it describes memory that does not exist
+    """
+    buffer = getattr(view, "_buffer", None)  # only a made buffer can have been closed
+    if buffer is not None and buffer.is_closed:
+        if buffer is _NO_MEMORY:
+            raise BufferError(_null_memory(operation, view.layout.volume))
+        raise BufferError(f"{operation}: the view's buffer is closed; there is no memory")
+    if buffer is None and not isinstance(view, StridedMemoryView):
+        layout = view.layout
+        if not view.ptr and layout.volume:
+            raise BufferError(_null_memory(operation, layout.volume))
+
+
+def _null_memory(operation, volume):
+    return (
+        f"{operation}: the view has a null data pointer but {volume} elements; it describes "
+        "memory that does not exist"
+    )
+
+
+def _made(cls, record, location, buffer):
+    """A view of ``record`` (final: read-only where it must be); see ``_from_record``.
+
+    NumPy records (:func:`~layoutkit.interop.host.ndarray_record`) are final (writable
+    aliasing arrays are left to the protocol), so the fast path builds views here.
+    """
+    self = _new_object(cls)
+    self._record = record
+    self._location = location
+    self._buffer = buffer
+    self._exports = None
+    self._numba_record = None
+    return self
+
+
+_new_object = object.__new__
+_ndarray = np.ndarray
 
 
 def _all_integers(index, ndim):
@@ -816,7 +961,9 @@ def _buffer_arguments(args, shape, strides, layout, itemsize, dtype, is_readonly
         if dtype is not None:
             dtype = as_dtype(dtype)
         if itemsize is None and dtype is None:
-            raise ValueError("from_buffer(buffer, shape, ...) needs itemsize or dtype")
+            raise ValueError(
+                "from_buffer(buffer, shape, ...): itemsize or dtype must be specified"
+            )
         if itemsize is not None and dtype is not None and itemsize != dtype.itemsize:
             raise ValueError(
                 f"itemsize ({itemsize}) does not match dtype.itemsize ({dtype.itemsize})"

@@ -170,14 +170,18 @@ def test_cpu_stream_rules(stream_ptr, error, message):
     assert producer.requests == []
 
 
-def test_cpu_stream_zero_means_none_and_other_values_pass():
-    """DECISIONS 12: a host producer needs no stream (None, -1 and 0 all mean none)."""
+def test_cpu_producers_are_asked_with_stream_none_whatever_the_consumer_stream():
+    """DECISIONS 12: a host producer has no stream to order; DLPack gives CPU producers
+    stream=None (NumPy raises RuntimeError for another value)."""
     producer = Producer(np.arange(3.0))
-    StridedMemoryView.from_dlpack(producer, 0)
-    StridedMemoryView.from_dlpack(producer, None)
+    for stream_ptr in (0, None, -1, 7, 2**40, np.int64(5)):
+        StridedMemoryView.from_dlpack(producer, stream_ptr)
     StridedMemoryView.from_dlpack(producer)
-    StridedMemoryView.from_dlpack(producer, 7)
-    assert [r["stream"] for r in producer.requests] == [None, None, None, 7]
+    assert [r["stream"] for r in producer.requests] == [None] * 7
+    for stream_ptr in (1, 2, 7, 2**40):
+        for door in (StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface):
+            view = door(np.arange(3.0), stream_ptr)
+            np.testing.assert_array_equal(np.from_dlpack(view), np.arange(3.0))
 
 
 def test_cuda_stream_rules():
@@ -332,6 +336,7 @@ def test_numpy_deleter_and_destructor_are_used(versioned):
 def test_python_fallback_deleter_and_destructor(monkeypatch, versioned):
     """Where NumPy's C functions cannot be used, ctypes callbacks do the same work."""
     monkeypatch.setitem(dlpack._FUNCTIONS, versioned, dlpack._PYTHON_FUNCTIONS[versioned])
+    monkeypatch.setattr(dlpack, "_packers", {})  # the compiled packer needs NumPy's functions
     max_version = (1, 0) if versioned else None
     a = np.arange(6.0)[::-2]
     consumed = _view(a)
@@ -555,3 +560,98 @@ def test_native_reads_have_an_off_switch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def _consumed_fields(capsule):
+    with dlpack.consume_capsule(capsule) as tensor:
+        return (
+            tensor.data, tensor.byte_offset, tensor.device, tensor.ndim, tensor.dtype_triple,
+            tensor.flags, tensor.shape, tensor.strides, tensor.versioned,
+        )
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+@pytest.mark.parametrize(
+    "array",
+    [np.arange(24.0).reshape(2, 3, 4)[:, ::-1, ::2], np.array(7, np.int16), np.zeros((0, 3))],
+    ids=["3-d", "0-d", "empty"],
+)
+def test_compiled_packer_and_ctypes_make_the_same_capsules(monkeypatch, versioned, array):
+    if not dlpack.make_packer(versioned):
+        pytest.skip("llvmlite cannot compile here")
+    max_version = (1, 0) if versioned else None
+    view = StridedMemoryView.from_dlpack(array, -1)
+    references = sys.getrefcount(view)
+    compiled = _consumed_fields(view.__dlpack__(max_version=max_version))
+    with monkeypatch.context() as patch:
+        patch.setattr(dlpack, "_packers", {})
+        by_ctypes = _consumed_fields(view.__dlpack__(max_version=max_version))
+    assert compiled == by_ctypes
+    assert compiled[6] == array.shape and compiled[0] == (view.ptr if array.size else 0)
+    unconsumed = [view.__dlpack__(max_version=max_version) for _ in range(3)]
+    assert sys.getrefcount(view) == references + 3
+    del unconsumed
+    assert sys.getrefcount(view) == references
+
+
+def test_a_packer_that_cannot_be_made_leaves_the_ctypes_calls(monkeypatch):
+    from layoutkit.interop import _packer
+
+    monkeypatch.setattr(dlpack, "_packers", {True: None})
+    monkeypatch.setattr(_packer, "compile_packer", lambda *args: None)
+    assert not dlpack.make_packer(True)
+    assert dlpack._packers == {}
+    a = np.arange(6.0)
+    np.testing.assert_array_equal(np.from_dlpack(StridedMemoryView.from_dlpack(a, -1)), a)
+
+
+def test_the_packer_is_compiled_once_exports_are_many():
+    """Without llvmlite loaded, the first PACKER_AFTER - 1 exports go through ctypes (no
+    compile time for a program that exports a few views); the next one compiles it. Where
+    llvmlite is loaded already (by Numba), the first export does."""
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import sys
+        import numpy as np
+        from layoutkit import StridedMemoryView
+        from layoutkit.interop import dlpack
+        view = StridedMemoryView.from_dlpack(np.arange(6.0), -1)
+        if "llvmlite.binding" in sys.modules:  # loaded with Numba: nothing to wait for
+            before = 0
+        else:
+            before = dlpack.PACKER_AFTER - 1
+        for _ in range(before):
+            np.from_dlpack(view)
+        assert dlpack._packers[True] is None and ("llvmlite.binding" in sys.modules) == (not before)
+        out = np.from_dlpack(view)
+        assert dlpack._packers.get(True) is not None, "no packer"
+        assert (np.from_dlpack(view) == out).all() and (out == np.arange(6.0)).all()
+        print("ok")
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_many_exports_leak_nothing():
+    """100,000 capsules through the compiled packer, half consumed by NumPy, half dropped
+    unconsumed: the view's references and the traced memory come back."""
+    dlpack.make_packer(True)
+    view = StridedMemoryView.from_dlpack(np.arange(12.0).reshape(3, 4)[:, ::2], -1)
+    references = sys.getrefcount(view)
+    for _ in range(1000):  # warm the caches
+        np.from_dlpack(view)
+    tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    for _ in range(50_000):
+        np.from_dlpack(view)
+        view.__dlpack__(max_version=(1, 0))
+    gc.collect()
+    growth = tracemalloc.get_traced_memory()[0] - start
+    tracemalloc.stop()
+    assert sys.getrefcount(view) == references
+    assert growth < 16 * 1024, f"{growth} bytes still allocated after 100,000 exports"

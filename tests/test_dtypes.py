@@ -105,9 +105,9 @@ def test_from_dlpack_dtype_rejects(triple, error, message):
 @pytest.mark.parametrize(
     ("dtype", "message"),
     [
-        (np.dtype([("a", "f4"), ("b", "i4")]), "structured"),
+        (np.dtype([("a", "f4"), ("b", "i4")]), "Structured dtypes cannot be exported through DLPack"),
         (np.dtype(">i8"), "non-native"),
-        (np.dtype("U3"), "no DLPack equivalent"),
+        (np.dtype("U3"), r"Unsupported dtype for DLPack export: dtype\(.<U3.\) has no DLPack equivalent"),
         (np.dtype("M8[s]"), "no DLPack equivalent"),
         (np.dtype(np.longdouble), "no DLPack equivalent"),
     ],
@@ -121,5 +121,5 @@ def test_missing_ml_dtypes_gives_not_implemented(monkeypatch):
     import layoutkit._dtypes as dtypes
 
     monkeypatch.setattr(dtypes, "_ml_dtypes_tables", lambda: ({}, {}))
-    with pytest.raises(NotImplementedError, match="ml_dtypes"):
+    with pytest.raises(NotImplementedError, match="requires `ml_dtypes`"):
         dtypes.from_dlpack_dtype(4, 16, 1)

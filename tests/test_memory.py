@@ -743,3 +743,182 @@ def test_no_leak_over_100000_buffer_exports():
         np.from_dlpack(buffer)
     gc.collect()
     assert sys.getrefcount(buffer) == references
+
+
+# ------------------------------------------------- Buffer.copy_to / copy_from / fill (1.2.2)
+def _filled(resource, size, seed):
+    buffer = resource.allocate(size)
+    data = bytes(np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8))
+    ctypes.memmove(buffer.ptr, data, size)
+    return buffer, data
+
+
+@pytest.mark.parametrize("size", [1, 7, 1024])
+def test_buffer_copy_to_and_copy_from_copy_every_byte(size):
+    """cuda.core's buffer_copy_to / buffer_copy_from, on host memory; every byte checked."""
+    mr = CtypesHostResource()
+    other = CtypesHostResource()
+    src, data = _filled(mr, size, 1)
+    dst = other.allocate(size)
+    assert src.copy_to(dst, stream=None) is dst
+    assert ctypes.string_at(dst.ptr, size) == data
+    again, more = _filled(HostMemoryResource(), size, 2)
+    dst.copy_from(again, stream=0)
+    assert ctypes.string_at(dst.ptr, size) == more
+    made = again.copy_to()  # a new buffer from the source's memory resource
+    assert made.memory_resource is again.memory_resource and made.size == size
+    assert ctypes.string_at(made.ptr, size) == more
+
+
+def test_buffer_copies_refuse_what_cuda_core_refuses_and_more():
+    mr = HostMemoryResource()
+    a, b = mr.allocate(16), mr.allocate(8)
+    with pytest.raises(ValueError, match=r"sizes mismatch between src and dst \(sizes are: src=16, dst=8\)"):
+        a.copy_to(b)
+    with pytest.raises(ValueError, match="sizes mismatch"):
+        b.copy_from(a)
+    with pytest.raises(TypeError, match="dst must be a layoutkit Buffer, got ndarray"):
+        a.copy_to(np.zeros(16, np.uint8))
+    with pytest.raises(TypeError, match="no copy options"):
+        a.copy_to(mr.allocate(16), options=object())
+    owned = Buffer.from_handle(a.ptr, 16)  # no memory resource to allocate from
+    with pytest.raises(ValueError, match="destination buffer must be given"):
+        owned.copy_to()
+    with pytest.raises(ValueError, match="overlap"):
+        Buffer.from_handle(a.ptr, 8).copy_to(Buffer.from_handle(a.ptr + 4, 8))
+    read_only = StridedMemoryView.from_array_interface(b"abcdefghabcdefgh").buffer
+    with pytest.raises(ValueError, match="read-only"):
+        read_only.copy_from(a)
+    a.copy_from(read_only)  # a read-only source is fine
+    assert ctypes.string_at(a.ptr, 16) == b"abcdefghabcdefgh"
+    b.close()
+    with pytest.raises(RuntimeError, match="buffer is closed"):
+        b.copy_to(mr.allocate(8))
+    with pytest.raises(RuntimeError, match="buffer is closed"):
+        mr.allocate(8).copy_from(b)
+    empty = mr.allocate(0)
+    assert empty.copy_to(mr.allocate(0)).size == 0
+
+
+_FILL_SIZE = 64
+_FILL_CASES = [  # cuda.core 1.2.2's test_buffer_fill cases, on host memory
+    (0x42, _FILL_SIZE, None), (-1, _FILL_SIZE, OverflowError), (256, _FILL_SIZE, OverflowError),
+    (1000, _FILL_SIZE, OverflowError), ("invalid", _FILL_SIZE, TypeError),
+    (b"\x7f", _FILL_SIZE, None), (b"\x34\x12", _FILL_SIZE, None),
+    (b"\xef\xbe\xad\xde", _FILL_SIZE, None), (b"\x34\x12", _FILL_SIZE + 1, ValueError),
+    (b"\xef\xbe\xad\xde", _FILL_SIZE + 2, ValueError), (b"", _FILL_SIZE, ValueError),
+    (b"\x01\x02\x03", _FILL_SIZE, ValueError),
+    (np.uint8(0), _FILL_SIZE, None), (np.uint8(255), _FILL_SIZE, None),
+    (np.int8(-1), _FILL_SIZE, None), (np.int8(-128), _FILL_SIZE, None),
+    (np.uint16(0x1234), _FILL_SIZE, None), (np.int16(-32768), _FILL_SIZE, None),
+    (np.uint16(0x1234), _FILL_SIZE + 1, ValueError),
+    (np.uint32(0xDEADBEEF), _FILL_SIZE, None), (np.int32(-1), _FILL_SIZE, None),
+    (np.uint32(0xDEADBEEF), _FILL_SIZE + 2, ValueError), (np.float32(1.0), _FILL_SIZE, None),
+    (np.uint64(0), _FILL_SIZE, ValueError), (np.float64(0), _FILL_SIZE, ValueError),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "size", "error"), _FILL_CASES, ids=repr)
+def test_buffer_fill(value, size, error):
+    buffer = HostMemoryResource().allocate(size)
+    ctypes.memset(buffer.ptr, 0xAA, size)
+    if error is not None:
+        with pytest.raises(error):
+            buffer.fill(value, stream=None)
+        assert ctypes.string_at(buffer.ptr, size) == b"\xaa" * size  # nothing written
+        return
+    buffer.fill(value, stream=None)
+    pattern = bytes([value]) if isinstance(value, int) else memoryview(value).tobytes()
+    assert ctypes.string_at(buffer.ptr, size) == pattern * (size // len(pattern))
+
+
+def test_buffer_fill_refuses_unaligned_read_only_and_closed_buffers():
+    base = HostMemoryResource().allocate(16)
+    ctypes.memset(base.ptr, 0, 16)
+    with pytest.raises(ValueError, match="4-byte pattern needs a buffer whose size"):
+        Buffer.from_handle(base.ptr + 2, 8).fill(np.uint32(7))
+    Buffer.from_handle(base.ptr + 2, 8).fill(9)  # one byte: any address
+    assert ctypes.string_at(base.ptr, 16) == b"\0\0" + b"\x09" * 8 + b"\0" * 6
+    with pytest.raises(ValueError, match="read-only"):
+        StridedMemoryView.from_array_interface(b"abcd").buffer.fill(0)
+    base.close()
+    with pytest.raises(RuntimeError, match="buffer is closed"):
+        base.fill(0)
+
+
+# ------------------------------------------------ memory outlives close() while exports read it
+class TrackedHostResource(HostMemoryResource):
+    """Host memory whose deallocations are recorded (with their stream)."""
+
+    def __init__(self):
+        super().__init__()
+        self.deallocations = []
+
+    def deallocate(self, ptr, size, stream=None):
+        self.deallocations.append((ptr, stream))
+        super().deallocate(ptr, size, stream)
+
+
+@pytest.mark.parametrize(
+    "export",
+    [np.asarray, np.from_dlpack, lambda view: np.from_dlpack(view.buffer),
+     lambda view: StridedMemoryView.from_dlpack(view, -1)],
+    ids=["array-interface", "dlpack", "buffer-dlpack", "view-of-view"],
+)
+@pytest.mark.parametrize("stream", [None, 7])
+def test_close_while_exported_defers_the_deallocation_to_the_last_export(export, stream):
+    """Found by the fuzz suite: buffer.close() freed memory a NumPy array exported from a
+    view still read. Views keep the memory alive, so it is freed when the last export dies
+    (on the stream close was given), exactly once; the view itself refuses use at once."""
+    mr = TrackedHostResource()
+    buffer = mr.allocate(8 * 1024)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((1024,), 8), np.float64)
+    view.copy_from(np.arange(1024.0))
+    exported = export(view)
+    ptr = buffer.ptr
+    buffer.close(stream)
+    with pytest.raises(BufferError, match="closed"):
+        view.copy_from(np.zeros(1024))
+    del view
+    gc.collect()
+    assert mr.deallocations == []  # still read by the export
+    np.testing.assert_array_equal(np.asarray(exported) if not isinstance(exported, np.ndarray)
+                                  else exported.view(np.float64) if exported.dtype != np.float64
+                                  else exported, np.arange(1024.0))  # fmt: skip
+    del exported
+    gc.collect()
+    assert mr.deallocations == [(ptr, stream)]
+
+
+def test_close_without_exports_frees_at_once_and_views_refuse_use():
+    mr = TrackedHostResource()
+    buffer = mr.allocate(64)
+    ptr = buffer.ptr
+    buffer.close()
+    assert mr.deallocations == [(ptr, None)]
+    failing = RecordingResource(fail=True).allocate(16)
+    with pytest.raises(OSError, match="deallocate failed"):
+        failing.close()  # nothing else holds the memory: deallocate runs here, its error too
+
+
+def test_views_alone_keep_the_memory_until_they_die():
+    mr = TrackedHostResource()
+    buffer = mr.allocate(64)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((8,), 8), np.float64)
+    sub = view[::2]
+    buffer.close()
+    for user in (view, sub):
+        with pytest.raises(BufferError, match="closed"):
+            user.view(dtype=np.int64)
+    del view, user
+    gc.collect()
+    assert mr.deallocations == []  # sub still holds the memory (it refuses every use)
+    del sub
+    gc.collect()
+    assert len(mr.deallocations) == 1
+
+
+@pytest.mark.parametrize("size", [2**63, 2**64 - 1, sys.maxsize])
+def test_host_allocations_no_process_can_address_are_overflow_errors(size):
+    with pytest.raises(OverflowError, match=f"size {size}|must be in"):
+        HostMemoryResource().allocate(size)

@@ -216,3 +216,41 @@ def test_seed_example_allocates_the_dense_version_of_a_sliced_array(device):
     back = copy_out(buf.ptr, buf.size).view(np.float32).reshape(dense.shape)
     assert np.array_equal(back, a)
     buf.close()
+
+
+# ------------------------------------------------- Buffer.copy_to / copy_from / fill (1.2.2)
+RESOURCES = {
+    "device": lambda: DeviceMemoryResource(0),
+    "pinned": lambda: PinnedMemoryResource(),
+    "managed": lambda: ManagedMemoryResource(0),
+}
+
+
+@pytest.mark.parametrize("kind", list(RESOURCES))
+def test_buffer_copy_to_copy_from_and_fill_on_the_gpu(device, kind):
+    """cuda.core's buffer_copy_to / buffer_copy_from / test_buffer_fill on each kind of
+    memory, on a side stream; every byte read back."""
+    from cuda.core import Device as CoreDevice  # a cuda.core stream, as its tests pass one
+
+    core_device = CoreDevice(0)
+    core_device.set_current()
+    stream = core_device.create_stream()
+    mr = RESOURCES[kind]()
+    src, dst = mr.allocate(1024), mr.allocate(1024)
+    data = pattern(1024, 3)
+    copy_in(src.ptr, data)
+    assert src.copy_to(dst, stream=stream) is dst
+    stream.sync()
+    np.testing.assert_array_equal(copy_out(dst.ptr, 1024), data)
+    made = src.copy_to(stream=stream)
+    back = DeviceMemoryResource(0).allocate(1024)
+    back.copy_from(made, stream=stream)
+    stream.sync()
+    np.testing.assert_array_equal(copy_out(back.ptr, 1024), data)
+    for value in (0x42, b"\x34\x12", np.uint32(0xDEADBEEF), np.float32(1.0), np.int8(-1)):
+        dst.fill(value, stream=stream)
+        stream.sync()
+        expected = bytes([value]) if isinstance(value, int) else memoryview(value).tobytes()
+        assert copy_out(dst.ptr, 1024).tobytes() == expected * (1024 // len(expected))
+    with pytest.raises(ValueError, match="sizes mismatch"):
+        src.copy_to(mr.allocate(512), stream=stream)

@@ -203,10 +203,10 @@ def test_from_buffer_without_dtype(host_buffer):
 @pytest.mark.parametrize(
     ("layout", "message"),
     [
-        (StridedLayout.dense((13,), 4), "reaches byte 52 but the buffer has 48 bytes"),
-        (StridedLayout.dense((4, 4), 4)[:, ::-1], "reaches byte 64 but the buffer has 48"),
+        (StridedLayout.dense((13,), 4), "reaches byte 52, past the end of the buffer. Expected at least 52 bytes, got 48 bytes"),
+        (StridedLayout.dense((4, 4), 4)[:, ::-1], "reaches byte 64, past the end of the buffer. Expected at least 64 bytes, got 48 bytes"),
         (StridedLayout((3,), (-1,), 4), "reaches offset -2, before the start of the buffer"),
-        (StridedLayout.dense((7,), 8), "reaches byte 56 but the buffer has 48"),
+        (StridedLayout.dense((7,), 8), "reaches byte 56, past the end of the buffer. Expected at least 56 bytes, got 48 bytes"),
     ],
 )
 def test_from_buffer_refuses_layouts_outside(host_buffer, layout, message):
@@ -221,7 +221,7 @@ def test_from_buffer_checks_from_handle_buffers_too():
     a = np.zeros(10, dtype=np.uint8)
     buffer = Buffer.from_handle(data_pointer(a), a.nbytes, owner=a)
     StridedMemoryView.from_buffer(buffer, StridedLayout.dense((10,), 1))
-    with pytest.raises(ValueError, match="reaches byte 11 but the buffer has 10 bytes"):
+    with pytest.raises(ValueError, match="reaches byte 11, past the end of the buffer. Expected at least 11 bytes, got 10 bytes"):
         StridedMemoryView.from_buffer(buffer, StridedLayout.dense((11,), 1))
 
 
@@ -237,7 +237,7 @@ def test_from_buffer_bad_arguments(host_buffer):
     layout = StridedLayout.dense((12,), 4)
     with pytest.raises(TypeError, match="buffer must be a layoutkit Buffer, got ndarray"):
         StridedMemoryView.from_buffer(a, layout)
-    with pytest.raises(ValueError, match="needs itemsize or dtype"):
+    with pytest.raises(ValueError, match="itemsize or dtype must be specified"):
         StridedMemoryView.from_buffer(buffer, (12,))  # the shape form needs an itemsize
     with pytest.raises(TypeError, match="layout must be a StridedLayout, got tuple"):
         StridedMemoryView.from_buffer(buffer, layout=(12,))
@@ -294,7 +294,7 @@ def test_view_keeps_readonly_and_checks():
     assert view.view(view.layout[::2]).readonly
     with pytest.raises(ValueError, match="itemsize 8 but the layout's itemsize is 4"):
         view.view(StridedLayout.dense((12,), 4))
-    with pytest.raises(ValueError, match="reaches byte 56 but the buffer has 48"):
+    with pytest.raises(ValueError, match="reaches byte 56, past the end of the buffer. Expected at least 56 bytes, got 48 bytes"):
         view.view(StridedLayout.dense((7,), 8))
     assert view.view(StridedLayout.dense((12,), 4), np.float32).shape == (12,)
 
@@ -386,8 +386,8 @@ class FakeInterface:
 @pytest.mark.parametrize(
     ("entries", "error", "message"),
     [
-        ({"version": 2}, BufferError, "version 2; version 3 or newer"),
-        ({"mask": np.ones(4, bool)}, BufferError, "has a mask"),
+        ({"version": 2}, BufferError, "version 2; only v3 or above is supported"),
+        ({"mask": np.ones(4, bool)}, BufferError, "has a mask: mask is not supported"),
         ({"data": ("x", False)}, BufferError, "pointer 'x' is not an integer"),
         ({"data": (8,)}, BufferError, "not a \\(pointer, read-only\\) pair"),
         ({"data": (-5, False)}, BufferError, "is not an address"),
@@ -417,11 +417,11 @@ def test_cuda_array_interface_rules_without_a_gpu():
                 "strides": None, "stream": None, **entries,
             }  # fmt: skip
 
-    with pytest.raises(BufferError, match="stream_ptr=None is ambiguous"):
+    with pytest.raises(BufferError, match="stream_ptr=None: stream=None is ambiguous"):
         StridedMemoryView.from_cuda_array_interface(FakeCAI(), None)
-    with pytest.raises(BufferError, match="has a mask"):
+    with pytest.raises(BufferError, match="has a mask: mask is not supported"):
         StridedMemoryView.from_cuda_array_interface(FakeCAI(mask=object()), -1)
-    with pytest.raises(BufferError, match="version 1; version 2 or newer"):
+    with pytest.raises(BufferError, match="version 1; only v2 or above is supported"):
         StridedMemoryView.from_cuda_array_interface(FakeCAI(version=1), -1)
     # torch 2.11 still exports version 2, which has no 'stream' entry
     legacy = FakeCAI(version=2)
@@ -429,8 +429,10 @@ def test_cuda_array_interface_rules_without_a_gpu():
     assert StridedMemoryView.from_cuda_array_interface(legacy, -1).shape == (4,)
     with pytest.raises(BufferError, match="'stream'\\] is 0"):
         StridedMemoryView.from_cuda_array_interface(FakeCAI(stream=0), -1)
-    with pytest.raises(BufferError, match="null data pointer"):
-        StridedMemoryView.from_cuda_array_interface(FakeCAI(data=(0, False)), -1)
+    described = StridedMemoryView.from_cuda_array_interface(FakeCAI(data=(0, False)), -1)
+    assert described.ptr == 0 and described.shape == (4,)  # a description (cuda.core's rule)
+    with pytest.raises(BufferError, match="null data pointer but 4 elements"):
+        described.copy_from(np.zeros(4, np.float32))
     # no synchronisation asked: no driver call, metadata read lazily
     view = StridedMemoryView.from_cuda_array_interface(FakeCAI(stream=7), -1)
     assert view.ptr == 4096 and view.shape == (4,) and view.dtype == np.float32
@@ -585,7 +587,7 @@ def test_device_kinds_from_buffer(claims, dlpack_device, host_interface, cuda_in
     if cuda_interface:
         cai = view.__cuda_array_interface__
         assert cai == {
-            "version": 3, "shape": (2, 3), "typestr": "<i2", "descr": [("", "<i2")],
+            "version": 3, "shape": (2, 3), "typestr": "<i2",
             "data": (view.ptr, False), "strides": (6, -2), "stream": None,
         }  # fmt: skip
     if host_interface:
@@ -609,7 +611,7 @@ def test_array_interface_views_take_any_plain_dtype():
     view = StridedMemoryView.from_array_interface(records)
     assert view.dtype == records.dtype
     np.testing.assert_array_equal(np.asarray(view)["n"], [1, 2, 3])
-    with pytest.raises(BufferError, match="structured"):
+    with pytest.raises(BufferError, match="Structured dtypes cannot be exported"):
         view.__dlpack__(max_version=(1, 0))
     with pytest.raises(TypeError, match="holds Python objects"):
         StridedMemoryView.from_array_interface(np.array([None, 1], dtype=object))
@@ -669,6 +671,72 @@ def test_use_after_close_is_refused_whatever_was_cached():
                 assert "closed" in str(exc), exc
             else:
                 raise AssertionError("not refused")
+        print("ok")
+        """
+    )
+    assert out == "ok"
+
+
+def test_views_of_null_pointers_with_elements_touch_no_memory():
+    """cuda.core 1.2.2 accepts a CUDA array interface with a null pointer and elements (its
+    test_from_cuda_array_interface_zero_strides); such a view is a description: everything
+    that would read or write its memory raises BufferError, and its metadata reads."""
+    out = run_isolated(
+        """
+        import numpy as np
+        import layoutkit
+        from layoutkit import StridedLayout, StridedMemoryView as V
+        from layoutkit.cuda._kernel import ViewKernel
+        from layoutkit._numba_view import check_view_accessible
+        from layoutkit._driver import driver_found
+        import numba, types
+
+        class Described:
+            def __init__(self, shape, strides, readonly=False):
+                self.__cuda_array_interface__ = {"version": 3, "shape": shape,
+                    "strides": strides, "typestr": "<f8", "data": (0, readonly)}
+
+        for shape, strides in (((1, 1), (0, 0)), ((4, 3), None), ((2, 3), (24, -8))):
+            view = V.from_cuda_array_interface(Described(shape, strides), -1)
+            assert view.shape == shape and view.ptr == 0 and view.size == np.prod(shape)
+            assert view.layout.shape == shape and view.dtype == np.float64
+            assert "ptr=0x0" in repr(view)
+            host = np.zeros(shape)
+            checks = {
+                "copy_from": lambda: view.copy_from(host),
+                "copy_to": lambda: view.copy_to(host),
+                "copy dst": lambda: layoutkit.copy(view, host),
+                "copy src": lambda: layoutkit.copy(host, view),
+                "__dlpack__": lambda: view.__dlpack__(max_version=(1, 0)),
+                "__dlpack_device__": lambda: view.__dlpack_device__(),
+                "__cuda_array_interface__": lambda: view.__cuda_array_interface__,
+                "__array_interface__": lambda: view.__array_interface__,
+                "np.from_dlpack": lambda: np.from_dlpack(view),
+                "np.asarray": lambda: np.asarray(view),
+                "element": lambda: view[(0,) * len(shape)],
+                "store": lambda: view.__setitem__((0,) * len(shape), 1.0),
+                "sub-view": lambda: view[:1],
+                "slice store": lambda: view.__setitem__(slice(None), 0.0),
+                "buffer": lambda: view.buffer,
+                "view(dtype)": lambda: view.view(dtype=np.int64),
+                "with_layout": lambda: view.with_layout(view.layout),
+                "import of it": lambda: V.from_any_interface(view, -1),
+                "njit": lambda: numba.njit(lambda v: v.shape[0])(view),
+                "kernel check": lambda: check_view_accessible(view, "argument 0", True, 0),
+                "kernel argument": lambda: ViewKernel(
+                    types.SimpleNamespace(targetoptions={})).launch_arguments((view,)),
+            }
+            for name, check in checks.items():
+                try:
+                    check()
+                except BufferError as exc:
+                    assert "null data pointer" in str(exc), (name, exc)
+                except layoutkit.NoDriverError:
+                    # typing a view of "the current device" asks the driver which one
+                    assert name in ("njit", "kernel argument") and not driver_found(), name
+                else:
+                    raise AssertionError(f"{name}: not refused")
+            assert (host == 0).all()
         print("ok")
         """
     )
@@ -868,11 +936,11 @@ def test_from_buffer_1_2_2_form(shape, dtype, stride_order, readonly):
 
 def test_from_buffer_argument_rules():
     buffer = StridedMemoryView.from_dlpack(np.zeros(10, np.int16)).buffer
-    with pytest.raises(ValueError, match="needs itemsize or dtype"):
+    with pytest.raises(ValueError, match="itemsize or dtype must be specified"):
         StridedMemoryView.from_buffer(buffer, (5,))
     with pytest.raises(ValueError, match="itemsize \\(1\\) does not match dtype.itemsize \\(2\\)"):
         StridedMemoryView.from_buffer(buffer, (5,), dtype=np.dtype("int16"), itemsize=1)
-    with pytest.raises(ValueError, match="reaches byte 40 but the buffer has 20 bytes"):
+    with pytest.raises(ValueError, match="reaches byte 40, past the end of the buffer. Expected at least 40 bytes, got 20 bytes"):
         StridedMemoryView.from_buffer(buffer, shape=(5, 4), dtype="int16")
     with pytest.raises(ValueError, match="before the start of the buffer"):
         StridedMemoryView.from_buffer(buffer, shape=(5, 4), strides=(-4, 1), itemsize=1)
@@ -893,11 +961,13 @@ def test_from_buffer_argument_rules():
 def test_empty_deprecated_view():
     with pytest.warns(DeprecationWarning, match="deprecated"):
         view = StridedMemoryView()
-    with pytest.raises(ValueError, match="no memory and no layout"):
+    with pytest.raises(ValueError, match="Cannot infer layout"):
         view._layout  # noqa: B018
     with pytest.raises(ValueError, match="no memory and no layout"):
         view.ptr  # noqa: B018
     assert repr(view) == "StridedMemoryView(empty)"
+    with pytest.warns(DeprecationWarning), pytest.raises(TypeError, match="NoneType object"):
+        StridedMemoryView(None, -1)  # an object without any interface, not the empty form
 
 
 # ----------------------------------------------------------------------------- Python view API
@@ -993,3 +1063,83 @@ def test_no_leak_over_100000_from_buffer_and_view_of_view_round_trips():
     growth = _memory_growth(round_trip, 100_000)
     assert growth < 64 * 1024, f"memory grew by {growth} bytes"
     assert sys.getrefcount(a) == refcount
+
+
+def test_interface_dicts_are_new_each_time():
+    """Views cache what their interface says; a consumer that changes its dict changes
+    nothing the next consumer reads."""
+    a = np.arange(12, dtype=np.int16).reshape(3, 4)[:, ::-2]
+    view = StridedMemoryView.from_dlpack(a, -1)
+    first = view.__array_interface__
+    first["shape"] = (100, 100)
+    first["data"] = (0, False)
+    second = view.__array_interface__
+    assert second is not first
+    assert second["shape"] == (3, 2) and second["data"] == (a.ctypes.data, False)
+    np.testing.assert_array_equal(np.asarray(view), a)
+    structured = view.view(StridedLayout.dense((3,), 4), np.dtype([("x", "i2"), ("y", "u2")]))
+    described = structured.__array_interface__
+    assert described["descr"] == [("x", "<i2"), ("y", "<u2")]
+    described["descr"].append(("z", "<f8"))
+    assert structured.__array_interface__["descr"] == [("x", "<i2"), ("y", "<u2")]
+    assert np.asarray(structured).dtype == structured.dtype
+
+
+@pytest.mark.parametrize("door", ["from_dlpack", "from_array_interface", "from_any_interface"])
+def test_numpy_fast_path_checks_the_address_range_as_the_protocols_do(door):
+    """as_strided can make an array whose elements lie below address 0 (or past 2**64);
+    the NumPy fast path refuses it as the DLPack reader does, before a view exists."""
+    from numpy.lib.stride_tricks import as_strided
+
+    a = np.arange(4.0)
+    below = as_strided(a, shape=(2,), strides=(-(2**62),))
+    with pytest.raises(BufferError, match="NumPy array: its .* bytes at -0x.* reach beyond the 64-bit"):
+        getattr(StridedMemoryView, door)(below)
+    fine = as_strided(a, shape=(2, 2), strides=(16, -8))[:, ::-1]  # in range: accepted
+    view = getattr(StridedMemoryView, door)(fine)
+    np.testing.assert_array_equal(np.asarray(view), fine)
+
+
+def _crafted_pickle(cls, slots):
+    """Pickle bytes an attacker writes: ``copyreg.__newobj__(cls)``, then BUILD with the slot
+    state ``(None, slots)``: no layoutkit code runs unless the class refuses state."""
+    import pickle
+
+    name = f"{cls.__module__}\n{cls.__qualname__}\n".encode()
+    state = pickle.dumps((None, slots), protocol=2)[2:-1]  # without PROTO and STOP
+    return b"\x80\x02ccopyreg\n__newobj__\nc" + name + b"\x85R" + state + b"b."
+
+
+def test_crafted_pickles_cannot_make_buffers_views_or_imported_tensors():
+    """Found by the fuzz suite: a pickle naming only the class set a Buffer's or a view's
+    slots to any address (a copy then wrote there). Their state is refused."""
+    import pickle
+
+    from layoutkit.interop.dlpack import ImportedTensor
+
+    for cls, slots in (
+        (Buffer, {"_ptr": 8, "_size": 1 << 20, "_closed": False, "_owner": None, "_mr": None}),
+        (StridedMemoryView, {"_record": None, "_location": None, "_buffer": None}),
+        (ImportedTensor, {"_address": 8, "_deleter": 8, "_in_use": False}),
+    ):
+        with pytest.raises(TypeError, match="cannot be unpickled"):
+            pickle.loads(_crafted_pickle(cls, slots))
+
+
+def test_an_imported_tensor_in_use_cannot_be_released_through_its_public_methods():
+    """Found by the fuzz suite: view.buffer.owner of a DLPack import is the object holding
+    the producer's deleter; its release() ran the deleter while the view read the memory."""
+    from helpers.producers import Producer
+
+    producer = Producer(np.arange(4.0))
+    view = StridedMemoryView.from_dlpack(producer, -1)
+    owner = view.buffer.owner
+    with pytest.raises(BufferError, match="used by views"):
+        owner.release()
+    with pytest.raises(BufferError, match="used by views"), owner:
+        pass
+    assert producer.deleted == 0
+    np.testing.assert_array_equal(np.from_dlpack(view), np.arange(4.0))
+    del view, owner
+    gc.collect()
+    assert producer.deleted == 1

@@ -23,7 +23,7 @@ def as_copy_view(obj, name, stream):
     TypeError
         When ``obj`` is neither a view nor importable.
     BufferError
-        When the view's buffer is closed.
+        When the view's buffer is closed, or it describes a null pointer with elements.
 
     Examples
     --------
@@ -48,9 +48,9 @@ def as_copy_view(obj, name, stream):
                 f"{name} must be a strided memory view or an array (anything "
                 f"StridedMemoryView.from_any_interface accepts); got {type(obj).__name__}: {exc}"
             ) from None
-    buffer = getattr(obj, "_buffer", None)  # only a buffer made already can have been closed
-    if buffer is not None and buffer.is_closed:
-        raise BufferError(f"{name}: the view's buffer is closed; there is no memory to copy")
+    from layoutkit.memoryview import check_memory
+
+    check_memory(obj, name)  # a closed buffer, or a null pointer with elements: no memory
     return obj
 
 
@@ -141,7 +141,7 @@ def copy(dst, src, stream=None):
     TypeError
         When an argument is neither a view nor an array, or the dtypes (itemsizes) differ.
     BufferError
-        When a view's buffer was closed.
+        When a view's buffer was closed, or a view describes a null pointer with elements.
     ValueError
         When the shapes do not broadcast, ``dst`` is read-only or not unique (a
         broadcast), the views overlap, or they live on different devices that cannot

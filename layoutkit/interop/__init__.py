@@ -17,8 +17,13 @@ layout, dtype, location, read-only flag, exporter, owner), from which
   (NumPy, torch, CuPy, JAX), each falling back to the protocol.
 * :mod:`~layoutkit.interop._native`: direct reads of NumPy and capsule fields (with an off
   switch).
+* :mod:`~layoutkit.interop._packer`: the DLPack capsule of an export made by one compiled
+  call (llvmlite), where it can be compiled.
 
 Ownership: who frees what is decided by one object per import, the record's ``owner``: the
 producer object itself (kept alive), an :class:`~layoutkit.interop.dlpack.ImportedTensor`
-(which calls the producer's deleter exactly once) or a :class:`~layoutkit.Buffer`.
+(which calls the producer's deleter exactly once, when its last user dies) or, for a view
+of a :class:`~layoutkit.Buffer`, what keeps the buffer's memory (its owner, or the
+allocation its memory resource frees when nothing holds it), so that memory outlives
+``Buffer.close()`` while views and their exports still read it.
 """

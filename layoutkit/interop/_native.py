@@ -5,9 +5,10 @@ may take in all. ``MEMORY`` is a memoryview spanning the address space, so
 ``some_struct.unpack_from(MEMORY, address)`` reads a C struct at a known-good address
 in about 0.1 µs. The fields of NumPy arrays and Python capsules are read where CPython
 and NumPy put them (``PyArrayObject_fields.data`` and ``PyCapsule``'s ``pointer`` and
-``name``, right after the object header); import checks those places against the C API
-on probe objects, and where they differ (another interpreter build) the functions here
-fall back to ctypes calls with the same results.
+``name``, right after the object header; an array's ``flags`` a few fields on: see
+``NDARRAY_FIELDS``); import checks those places against the C API on probe objects, and
+where they differ (another interpreter build) the functions here fall back to ctypes
+calls with the same results (callers of ``NDARRAY_FIELDS`` test ``DIRECT_READS``).
 
 Off switch: ``LAYOUTKIT_NATIVE_READS=0`` in the environment (read at import) always uses
 the C-API fallbacks. They matter: on the CPU machine a NumPy data pointer costs ~0.1 µs
@@ -31,8 +32,12 @@ __all__ = [
     "MEMORY",
     "WRITABLE_MEMORY",
     "DIRECT_READS",
+    "NDARRAY_FIELDS",
+    "NPY_ARRAY_WRITEABLE",
+    "OBJECT_HEADER",
     "CapsuleType",
     "capsule_fields",
+    "BYTES_DATA",
     "c_string_is",
     "ndarray_data_pointer",
     "set_capsule_name",
@@ -43,8 +48,12 @@ MEMORY = memoryview(_ADDRESS_SPACE).toreadonly()
 WRITABLE_MEMORY = memoryview(_ADDRESS_SPACE)  # only for blocks this package allocated
 _PAGE = 4096  # the smallest page size of any platform: a read inside one page is safe
 _HEADER = object.__basicsize__  # sizeof(PyObject): where an object's own fields start
+OBJECT_HEADER = _HEADER
 _POINTER = struct.Struct("@P")
 _TWO_POINTERS = struct.Struct("@PP")
+# PyArrayObject_fields after the header: data, nd, dimensions, strides, base, descr, flags
+NDARRAY_FIELDS = struct.Struct("@P40xi")  # (data, flags), read at id(array) + OBJECT_HEADER
+NPY_ARRAY_WRITEABLE = 0x0400
 
 _api = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle)  # private: argtypes of our own
 _get_pointer = _api.PyCapsule_GetPointer
@@ -96,6 +105,11 @@ def _array_data_interface(array):
     return array.__array_interface__["data"][0]
 
 
+# PyBytesObject: the header, then ob_sval[]; a bytes object's data are at id(b) + BYTES_DATA
+# (valid where DIRECT_READS is true)
+BYTES_DATA = bytes.__basicsize__ - 1
+
+
 def _capsule_slots(capsule):
     """``(pointer, name address)`` of a valid Python capsule."""
     return _TWO_POINTERS.unpack_from(MEMORY, id(capsule) + _HEADER)
@@ -142,16 +156,23 @@ def _slots_match():
         return False
     import numpy as np
 
-    arrays = (np.arange(3.0), np.zeros((2, 3), np.int8)[:, 1:])
+    arrays = (np.arange(3.0), np.zeros((2, 3), np.int8)[:, 1:], np.frombuffer(b"probe", np.uint8))
     if any(_array_data_slot(a) != _array_data_interface(a) for a in arrays):
         return False
+    for a in arrays:
+        data, flags = NDARRAY_FIELDS.unpack_from(MEMORY, id(a) + _HEADER)
+        if data != _array_data_interface(a) or bool(flags & NPY_ARRAY_WRITEABLE) != a.flags.writeable:
+            return False
     names = [ctypes.create_string_buffer(name) for name in (b"probe", b"renamed")]
     first, second = (ctypes.addressof(name) for name in names)
     capsule = _new_capsule(first + 1, first, None)  # any non-null pointer will do
     if _capsule_slots(capsule) != (first + 1, first):
         return False
     _set_name_slot(capsule, second)
-    return _get_name(capsule) == second and _get_pointer(capsule, second) == first + 1
+    if _get_name(capsule) != second or _get_pointer(capsule, second) != first + 1:
+        return False
+    probe = bytes(range(40))
+    return id(probe) + BYTES_DATA == ctypes.cast(ctypes.c_char_p(probe), ctypes.c_void_p).value
 
 
 DIRECT_READS = os.environ.get("LAYOUTKIT_NATIVE_READS", "1") != "0" and _slots_match()

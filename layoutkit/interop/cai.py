@@ -5,7 +5,9 @@ stream must be named (``stream_ptr=None`` is ambiguous: ``BufferError``). When t
 producer names a stream that differs from the consumer's and ``stream_ptr`` is not
 ``-1``, the consumer stream waits for the producer's pending work (an event recorded
 on the producer stream, waited on by the consumer), as the CAI v3 specification asks.
-Every entry is checked as for ``__array_interface__``.
+Every entry is checked as for ``__array_interface__``, except that a null pointer with
+elements is accepted as a description (cuda.core 1.2.2 accepts it; the view refuses
+every use of its memory).
 
 Export (:func:`cuda_interface_dict`): ``"stream": None``. A view carries no stream of
 its own and promises nothing about pending work on its memory; as with
@@ -82,9 +84,10 @@ def read_cuda_array_interface(obj, stream_ptr):
     TypeError
         When ``obj`` has no ``__cuda_array_interface__`` or ``stream_ptr`` is not a stream.
     BufferError
-        For ``stream_ptr=None``, a version below 2, a mask, a malformed entry or a null
-        pointer with elements. Version 2 (torch still exports it) has no ``stream``
-        entry, so nothing is ordered.
+        For ``stream_ptr=None``, a version below 2, a mask or a malformed entry. Version
+        2 (torch still exports it) has no ``stream`` entry, so nothing is ordered. A null
+        pointer with elements is accepted, as cuda.core 1.2.2 does: such a view is a
+        description only and refuses everything that would touch its memory.
     ValueError, OverflowError
         For a negative extent, a stride that is no multiple of the itemsize, or values
         beyond int64.
@@ -96,7 +99,7 @@ def read_cuda_array_interface(obj, stream_ptr):
     stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
     if stream is None:
         raise BufferError(
-            "stream_ptr=None is ambiguous for __cuda_array_interface__: pass the consumer "
+            "stream_ptr=None: stream=None is ambiguous for __cuda_array_interface__; pass the consumer "
             "stream's handle, or -1 for no synchronization"
         )
     what = f"{type(obj).__name__}.__cuda_array_interface__"
@@ -108,7 +111,7 @@ def read_cuda_array_interface(obj, stream_ptr):
         strides = int_entries(strides, "strides", what)
     layout = import_layout(shape, strides, dtype.itemsize, True, what)
     ptr, readonly = _pointer_pair(interface.get("data"), what)
-    check_pointer(ptr, layout, what)
+    check_pointer(ptr, layout, what, null_with_elements=True)  # as cuda.core 1.2.2 accepts
     producer = _producer_stream(interface, what)
     if stream != _NO_SYNC and producer is not None:
         from .._driver import order_after

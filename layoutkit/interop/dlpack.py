@@ -32,6 +32,8 @@ import sys
 from .._driver import HOST, Location
 from .._dtypes import from_dlpack_dtype
 from ._native import (
+    BYTES_DATA,
+    DIRECT_READS,
     MEMORY,
     WRITABLE_MEMORY,
     CapsuleType,
@@ -49,8 +51,11 @@ __all__ = [
     "export_capsule",
     "fields_record",
     "import_dlpack",
+    "export_header",
     "location_of",
+    "managed_header",
     "managed_record",
+    "make_packer",
     "managed_tensor",
     "pack_managed",
     "producer_stream",
@@ -164,8 +169,9 @@ def consumer_stream(stream_ptr):
 def producer_stream(device_type, stream_ptr):
     """Return the ``stream=`` value to pass to ``__dlpack__`` for a producer on ``device_type``.
 
-    CPU producers: no stream to order (``None``, ``-1`` and ``0`` all mean none, DECISIONS 12);
-    another handle is passed on.
+    CPU producers: ``None`` whatever the consumer's stream (checked first): there is no
+    stream to order (DECISIONS 12), and DLPack gives CPU producers ``stream=None`` (NumPy
+    raises ``RuntimeError`` for anything else).
     CUDA producers: ``None`` is refused (``BufferError``); other values pass through
     (``-1`` asks the producer not to synchronise), except the driver's handle ``0`` of the
     legacy default stream, which DLPack forbids as ambiguous and names ``1``. Pinned and
@@ -174,18 +180,18 @@ def producer_stream(device_type, stream_ptr):
 
     Examples
     --------
-    >>> producer_stream(1, None) is None, producer_stream(2, 7), producer_stream(3, None)
+    >>> producer_stream(1, 7) is None, producer_stream(2, 7), producer_stream(3, None)
     (True, 7, None)
     >>> producer_stream(2, 0)  # the legacy default stream, as DLPack numbers it
     1
     """
     stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
     if device_type == kDLCPU:
-        return None if stream in (None, -1, 0) else stream
+        return None
     if device_type == kDLCUDA:
         if stream is None:
             raise BufferError(
-                "stream_ptr=None is ambiguous for a CUDA tensor: pass the consumer stream's "
+                "stream_ptr=None: stream=None is ambiguous for a CUDA tensor; pass the consumer stream's "
                 "handle, or -1 for no synchronization"
             )
         return _LEGACY_DEFAULT_STREAM if stream == 0 else stream
@@ -212,14 +218,24 @@ def location_of(device):
     >>> location_of((1, 0)), location_of((2, 3)).device_id
     (Location(device_id=-1, is_device_accessible=False, is_host_accessible=True, is_managed=False), 3)
     """
+    if type(device) is tuple:
+        location = _LOCATIONS.get(device)
+        if location is not None:
+            return location
     device_type, device_id = device
     if device_type == kDLCPU:
         return HOST
     if device_type == kDLCUDA:
-        return Location(device_id, True, False, False)
-    if device_type in (kDLCUDAHost, kDLCUDAManaged):
-        return Location(device_id, True, True, device_type == kDLCUDAManaged)
-    raise BufferError(f"DLPack device type {device_type} ({device_name(device_type)}) is not supported")
+        location = Location(device_id, True, False, False)
+    elif device_type in (kDLCUDAHost, kDLCUDAManaged):
+        location = Location(device_id, True, True, device_type == kDLCUDAManaged)
+    else:
+        raise BufferError(
+            f"DLPack device type {device_type} ({device_name(device_type)}) is not supported"
+        )
+    if type(device) is tuple and len(_LOCATIONS) < 64:  # a program sees few devices
+        _LOCATIONS[device] = location
+    return location
 
 
 def import_dlpack(obj, stream_ptr):
@@ -251,21 +267,39 @@ class ImportedTensor:
 
     Every field is read when the tensor is consumed. ``strides`` is ``None`` where a
     legacy producer gave NULL (C order). An ImportedTensor is the one owner of the
-    producer's tensor: it cannot be copied or pickled.
+    producer's tensor: it cannot be copied or pickled. Once a view uses it (it is the
+    owner of the view's import record), only its death runs the deleter: ``release()``
+    is refused then, as the views still read the memory.
     """
 
     __slots__ = (
-        "_address", "_deleter", "data", "byte_offset", "device", "ndim", "dtype_triple",
-        "flags", "readonly", "padded", "versioned", "shape", "strides", "__weakref__",
+        "_address", "_deleter", "_in_use", "data", "byte_offset", "device", "ndim",
+        "dtype_triple", "flags", "readonly", "padded", "versioned", "shape", "strides",
+        "__weakref__",
     )  # fmt: skip
 
     def release(self):
-        """Call the producer's deleter now (once; later calls do nothing)."""
-        deleter, self._deleter = self._deleter, 0
+        """Call the producer's deleter now (once; later calls do nothing).
+
+        Raises
+        ------
+        BufferError
+            When views use the tensor (it is released when the last of them dies).
+        """
+        if self._in_use:
+            raise BufferError(
+                "the imported DLPack tensor is used by views; its deleter runs when the last "
+                "of them dies"
+            )
+        self._free()
+
+    def _free(self):
+        deleter = getattr(self, "_deleter", 0)  # 0 also for a bare instance (a refused pickle)
+        self._deleter = 0
         if deleter:
             _call_deleter(deleter, self._address)
 
-    __del__ = release
+    __del__ = _free
 
     def __enter__(self):
         return self
@@ -278,6 +312,9 @@ class ImportedTensor:
             "cannot copy or pickle an imported DLPack tensor: it owns the producer's deleter, "
             "which must run exactly once"
         )
+
+    def __setstate__(self, state):
+        raise TypeError("an imported DLPack tensor cannot be unpickled: it is made by an import")
 
 
 _deleter_functions = {}
@@ -326,15 +363,15 @@ def consume_capsule(capsule):
     if name and c_string_is(name, b"dltensor_versioned\0"):
         if not address:
             raise BufferError("the DLPack capsule holds a NULL managed tensor")
-        major, _, _, deleter, flags, *tensor_fields = VERSIONED.unpack_from(MEMORY, address)
+        fields = VERSIONED.unpack_from(MEMORY, address)
         set_capsule_name(capsule, _ADDR_USED_VERSIONED)
-        return managed_tensor(address, deleter, major, flags, True, tensor_fields)
+        return managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
     if name and c_string_is(name, b"dltensor\0"):
         if not address:
             raise BufferError("the DLPack capsule holds a NULL managed tensor")
-        *tensor_fields, _, deleter = LEGACY.unpack_from(MEMORY, address)
+        fields = LEGACY.unpack_from(MEMORY, address)
         set_capsule_name(capsule, _ADDR_USED_LEGACY)
-        return managed_tensor(address, deleter, 1, 0, False, tensor_fields)
+        return managed_tensor(address, fields[11], 1, 0, False, fields[:10])
     raise _capsule_name(name)
 
 
@@ -345,8 +382,8 @@ def managed_record(address):
     record's exporter and owner are the :class:`ImportedTensor`, which calls its deleter
     once.
     """
-    major, _, _, deleter, flags, *tensor_fields = VERSIONED.unpack_from(MEMORY, address)
-    tensor = managed_tensor(address, deleter, major, flags, True, tensor_fields)
+    fields = VERSIONED.unpack_from(MEMORY, address)
+    tensor = managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
     return tensor_record(tensor, tensor)
 
 
@@ -359,14 +396,15 @@ def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
     tensor = ImportedTensor()
     tensor._address = address
     tensor._deleter = deleter
+    tensor._in_use = False
     data, device_type, device_id, ndim, code, bits, lanes, shape_at, strides_at, offset = (
         tensor_fields
     )
     if major != 1:
-        tensor.release()
+        tensor._free()
         raise BufferError(f"DLPack major version {major} is not supported (only 1.x)")
     if not 0 <= ndim <= _MAX_NDIM:
-        tensor.release()
+        tensor._free()
         raise BufferError(f"DLPack tensor has ndim {ndim}; 0 to {_MAX_NDIM} are supported")
     tensor.versioned = versioned
     tensor.data = data
@@ -379,7 +417,7 @@ def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
     tensor.padded = bool(flags & FLAG_IS_SUBBYTE_TYPE_PADDED)
     if ndim:
         if not shape_at:
-            tensor.release()
+            tensor._free()
             raise BufferError(f"DLPack tensor has ndim {ndim} but a NULL shape")
         reader = _int64_structs.get(ndim) or _int64s(ndim)
         tensor.shape = reader.unpack_from(MEMORY, shape_at)
@@ -396,13 +434,15 @@ def tensor_record(tensor, exporter):
     using it dies. On any error it is released first. See :func:`fields_record`.
     """
     try:
-        return fields_record(
+        record = fields_record(
             tensor.data, tensor.byte_offset, tensor.device, tensor.dtype_triple, tensor.padded,
             tensor.shape, tensor.strides, tensor.readonly, exporter, tensor,
         )  # fmt: skip
     except BaseException:
-        tensor.release()
+        tensor._free()
         raise
+    tensor._in_use = True  # from here on, only the death of every user frees it
+    return record
 
 
 def fields_record(data, byte_offset, device, dtype_triple, padded, shape, strides, readonly,
@@ -423,12 +463,14 @@ def fields_record(data, byte_offset, device, dtype_triple, padded, shape, stride
         For a negative extent, an invalid stride, packed sub-byte data, or values beyond
         int64.
     """
-    what = f"{type(exporter).__name__} DLPack tensor"
-    location = _LOCATIONS.get(device) or location_of(device)
+    def what():  # formatted only for an error (see record.named)
+        return f"{type(exporter).__name__} DLPack tensor"
+
+    location = location_of(device)
     code, bits, lanes = dtype_triple
     if lanes != 1:
         raise BufferError(
-            f"{what} has dtype (code={code}, bits={bits}, lanes={lanes}): vector types "
+            f"{what()} has dtype (code={code}, bits={bits}, lanes={lanes}): vector types "
             "(lanes != 1) are not supported"
         )
     dtype = _DTYPES.get(dtype_triple) if not padded else None
@@ -437,7 +479,7 @@ def fields_record(data, byte_offset, device, dtype_triple, padded, shape, stride
     ptr = data + byte_offset
     if ptr >= _ADDRESS_LIMIT:
         raise BufferError(
-            f"{what} has data {data:#x} + byte_offset {byte_offset}, beyond the 64-bit "
+            f"{what()} has data {data:#x} + byte_offset {byte_offset}, beyond the 64-bit "
             "address space"
         )
     try:
@@ -585,8 +627,10 @@ def _numpy_functions(versioned):
     return deleter, destructor
 
 
+_NUMPY_FUNCTIONS = {versioned: _numpy_functions(versioned) for versioned in (True, False)}
+_FUNCTIONS_ARE_NUMPYS = all(_NUMPY_FUNCTIONS.values())
 _FUNCTIONS = {
-    versioned: _numpy_functions(versioned) or _PYTHON_FUNCTIONS[versioned]
+    versioned: _NUMPY_FUNCTIONS[versioned] or _PYTHON_FUNCTIONS[versioned]
     for versioned in (True, False)
 }
 
@@ -613,13 +657,111 @@ def export_capsule(exporter, ptr, shape, strides, dtype_triple, device, flags, v
         Build a ``dltensor_versioned`` capsule (DLPack 1.x) rather than a legacy one.
     """
     address = pack_managed(exporter, ptr, shape, strides, dtype_triple, device, flags, versioned)
-    deleter, destructor = _FUNCTIONS[versioned]
-    name = _ADDR_NAME_VERSIONED if versioned else _ADDR_NAME_LEGACY
+    return _capsule(address, versioned)
+
+
+def _capsule(address, versioned):
+    """The capsule owning the managed tensor at ``address`` (its deleter runs if this fails)."""
     try:
-        return _new_capsule(address, name, destructor)
+        return _new_capsule(
+            address, _ADDR_NAME_VERSIONED if versioned else _ADDR_NAME_LEGACY,
+            _FUNCTIONS[versioned][1],
+        )  # fmt: skip
     except BaseException:
-        _DELETER_TYPE(deleter)(address)
+        _DELETER_TYPE(_FUNCTIONS[versioned][0])(address)
         raise
+
+
+def managed_header(exporter, ptr, ndim, shape_address, strides_address, dtype_triple, device,
+                   flags, versioned):  # fmt: skip
+    """The bytes of a managed tensor whose shape and strides live elsewhere.
+
+    For :func:`export_header`: ``shape_address`` and ``strides_address`` point at ``ndim``
+    int64 values each that live as long as ``exporter`` (0 for a 0-d tensor);
+    ``manager_ctx`` is ``exporter``. The other arguments are :func:`export_capsule`'s.
+
+    Raises
+    ------
+    BufferError
+        When a value does not fit its C field.
+    """
+    if not 0 <= ptr < _ADDRESS_LIMIT:  # native "P" would wrap a negative value silently
+        raise BufferError(f"cannot describe the tensor in DLPack: data pointer {ptr} is no address")
+    deleter = _FUNCTIONS[versioned][0]
+    device_type, device_id = device
+    code, bits, lanes = dtype_triple
+    try:
+        if versioned:
+            return VERSIONED.pack(
+                *DLPACK_VERSION, id(exporter), deleter, flags, ptr, device_type, device_id,
+                ndim, code, bits, lanes, shape_address, strides_address, 0,
+            )  # fmt: skip
+        return LEGACY.pack(
+            ptr, device_type, device_id, ndim, code, bits, lanes, shape_address,
+            strides_address, 0, id(exporter), deleter,
+        )  # fmt: skip
+    except struct.error as exc:
+        raise BufferError(f"cannot describe the tensor in DLPack: {exc}") from None
+
+
+def export_header(exporter, header, versioned):
+    """A capsule of a new managed tensor holding ``header`` (from :func:`managed_header`).
+
+    The tensor is one PyMem block with ``header``'s bytes; its ``manager_ctx`` gets a new
+    reference to ``exporter`` (the one ``header`` names), which the deleter drops. The
+    three C calls (allocate, take the reference, make the capsule) are made by one
+    compiled function (:mod:`~layoutkit.interop._packer`) once a process has made
+    :data:`PACKER_AFTER` capsules (at once where llvmlite is loaded already, e.g. by
+    Numba), else through ctypes.
+
+    Raises
+    ------
+    MemoryError
+        When the block cannot be allocated.
+    """
+    packer = _packers.get(versioned)
+    if packer is not None:
+        return packer(id(exporter), id(header) + BYTES_DATA)  # DIRECT_READS: see _packers
+    if versioned in _packers:  # not made yet
+        _count_export(versioned)
+    size = len(header)
+    address = _malloc(size)
+    if not address:
+        raise MemoryError(f"cannot allocate {size} bytes for a DLPack managed tensor")
+    _header_structs[size].pack_into(WRITABLE_MEMORY, address, header)
+    _incref(exporter)  # manager_ctx's reference, dropped by the deleter
+    return _capsule(address, versioned)
+
+
+_header_structs = {layout.size: struct.Struct(f"{layout.size}s") for layout in (VERSIONED, LEGACY)}
+PACKER_AFTER = 64  # capsules made through ctypes before the compiled packer pays off
+_exports_made = {True: 0, False: 0}
+# versioned -> the compiled packer; None while it is not made yet (the key is dropped once
+# it cannot be made). It needs NumPy's C deleter (see the notes above _FUNCTIONS) and reads
+# a header's bytes where a bytes object keeps them (DIRECT_READS).
+_packers = {True: None, False: None} if DIRECT_READS and _FUNCTIONS_ARE_NUMPYS else {}
+
+
+def _count_export(versioned):
+    made = _exports_made[versioned] = _exports_made[versioned] + 1
+    if made >= PACKER_AFTER or "llvmlite.binding" in sys.modules:
+        make_packer(versioned)
+
+
+def make_packer(versioned):
+    """Compile the packer of (non-)``versioned`` capsules now; whether it could be made."""
+    from ._packer import compile_packer
+
+    deleter, destructor = _FUNCTIONS[versioned]
+    packer = compile_packer(
+        (VERSIONED if versioned else LEGACY).size,
+        _ADDR_NAME_VERSIONED if versioned else _ADDR_NAME_LEGACY, destructor, deleter,
+    )  # fmt: skip
+    if packer is None:
+        _packers.pop(versioned, None)
+    else:
+        _packers[versioned] = packer
+    return packer is not None
 
 
 def pack_managed(exporter, ptr, shape, strides, dtype_triple, device, flags, versioned):

@@ -36,8 +36,10 @@ import ctypes
 import struct
 import threading
 
+from .._driver import order_after
 from . import dlpack
 from ._native import MEMORY, WRITABLE_MEMORY, CapsuleType, c_string_is, capsule_fields
+from .cai import driver_stream
 from .dlpack import fields_record, kDLCPU, managed_tensor
 
 __all__ = ["ExchangeAPI", "exchange_api", "exchange_capsule", "exchange_record"]
@@ -183,12 +185,12 @@ def exchange_record(obj, api, stream_ptr, borrow):
     if api.managed_tensor_from_py_object(obj, scratch.pointer_address):
         raise BufferError(f"{type(obj).__name__}: managed_tensor_from_py_object_no_sync failed")
     (address,) = _POINTER.unpack_from(MEMORY, scratch.pointer_address)
-    major, _, _, deleter, flags, *tensor_fields = dlpack.VERSIONED.unpack_from(MEMORY, address)
-    tensor = managed_tensor(address, deleter, major, flags, True, tensor_fields)
+    fields = dlpack.VERSIONED.unpack_from(MEMORY, address)
+    tensor = managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
     try:
         _order_streams(api, tensor.device, stream_ptr)
     except BaseException:
-        tensor.release()
+        tensor._free()
         raise
     return dlpack.tensor_record(tensor, obj)
 
@@ -205,9 +207,6 @@ def _order_streams(api, device, stream_ptr):
     if api.current_work_stream(device_type, device[1], scratch.pointer_address):
         raise BufferError("current_work_stream failed")
     producer = scratch.pointer.value or 0
-    from .._driver import order_after
-    from .cai import driver_stream
-
     order_after(driver_stream(consumer), driver_stream(producer))
 
 

@@ -38,7 +38,8 @@ import sys
 
 import numpy as np
 
-from .._dtypes import is_numpy_dlpack_dtype, to_dlpack_dtype
+from .._driver import order_after
+from .cai import driver_stream
 from .dlpack import consumer_stream, import_dlpack, location_of
 from .exchange import exchange_api, exchange_record
 from .host import ndarray_record
@@ -50,12 +51,7 @@ __all__ = ["fast_record", "reader_for", "register"]
 def _numpy(array, stream_ptr, dlpack_only):
     if not (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
         return None  # a stream for a CPU tensor: the protocol decides
-    if dlpack_only and not is_numpy_dlpack_dtype(array.dtype):
-        try:  # ml_dtypes types: ours to carry (NumPy's own export refuses them)
-            to_dlpack_dtype(array.dtype)
-        except BufferError:
-            return None
-    return ndarray_record(array)
+    return ndarray_record(array, dlpack_only)
 
 
 def _torch_reader(api):
@@ -93,9 +89,6 @@ def _cupy(array, stream_ptr, dlpack_only):
     device = array.__dlpack_device__()
     location = location_of(device)
     if stream != -1 and device[0] == 2:  # kDLCUDA: CuPy's current stream before the consumer's
-        from .._driver import order_after
-        from .cai import driver_stream
-
         order_after(driver_stream(stream), driver_stream(cupy.cuda.get_current_stream().ptr))
     return ImportRecord(ptr, layout, dtype, location, False, array, array, tuple(device))
 

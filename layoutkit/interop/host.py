@@ -26,7 +26,7 @@ BufferError: Short.__array_interface__: the array's bytes [0, 32) do not lie ins
 
 import numpy as np
 
-from .._dtypes import as_dtype, is_ml_dtype
+from .._dtypes import as_dtype, is_ml_dtype, is_numpy_dlpack_dtype, to_dlpack_dtype
 from . import _native
 from .record import (
     HOST,
@@ -36,7 +36,6 @@ from .record import (
     int_entries,
     layout_cache,
     layout_entry,
-    new_record,
 )
 
 __all__ = [
@@ -48,8 +47,14 @@ __all__ = [
 ]
 
 _ndarray = np.ndarray
+_tuple_new = tuple.__new__
+_ADDRESS_LIMIT = 2**64
 _CPU = (1, 0)  # DLPack's (kDLCPU, 0): where every host record is
-_ndarray_data_pointer = _native.ndarray_data_pointer
+_DIRECT_READS = _native.DIRECT_READS
+_read_ndarray_fields = _native.NDARRAY_FIELDS.unpack_from
+_MEMORY = _native.MEMORY
+_HEADER = _native.OBJECT_HEADER
+_WRITEABLE = _native.NPY_ARRAY_WRITEABLE
 
 
 def check_interface(interface, name, obj, min_version=3):
@@ -67,12 +72,13 @@ def check_interface(interface, name, obj, min_version=3):
     version = interface.get("version", 0)
     if type(version) is not int or version < min_version:
         raise BufferError(
-            f"{type(obj).__name__}.{name} has version {version!r}; version {min_version} or "
-            "newer is needed"
+            f"{type(obj).__name__}.{name} has version {version!r}; only v{min_version} or above "
+            "is supported"
         )
     if interface.get("mask") is not None:
         raise BufferError(
-            f"{type(obj).__name__}.{name} has a mask; masked arrays are not supported"
+            f"{type(obj).__name__}.{name} has a mask: mask is not supported (a view cannot "
+            "leave elements out)"
         )
     for key in ("shape", "typestr"):
         if key not in interface:
@@ -164,35 +170,73 @@ def _buffer_array(obj, what):
     return array, memory.nbytes
 
 
-def ndarray_record(array, exporter=None, owner=None):
+def ndarray_record(array, dlpack_only=False):
     """The record of a NumPy array, read directly; ``None`` where the protocol must decide.
 
-    That is: object dtypes, and byte strides that are not multiples of the itemsize (the
-    protocol's reader raises the errors). ``exporter`` and ``owner`` default to the array.
+    That is: object dtypes, byte strides that are not multiples of the itemsize (the
+    protocol's reader raises the errors), with ``dlpack_only`` dtypes DLPack does not
+    carry, and writable arrays whose layout aliases elements (``as_strided``): their view
+    is read-only but their memory is not, which the protocol's record leaves to
+    ``StridedMemoryView._from_record``. So a record returned here is final: its view is
+    read-only exactly when the array is (DECISIONS 19 needs nothing more).
     """
     dtype = array.dtype
-    if dtype.hasobject:
+    kind = _dtype_kinds.get(dtype)
+    if kind is None:
+        kind = _dtype_kind(dtype)
+    if kind is _NOT_VIEWABLE or (dlpack_only and kind is _HOST_ONLY):
         return None
-    key = (array.shape, array.strides, dtype.itemsize, True)
-    entry = layout_cache.get(key)
+    shape = array.shape
+    strides = array.strides
+    entry = layout_cache.get((shape, strides, dtype.itemsize, True))
     if entry is None:
         try:
-            entry = layout_entry(*key, "NumPy array")
+            entry = layout_entry(shape, strides, dtype.itemsize, True, "NumPy array")
         except ValueError:
             return None
-    return new_record((
-        _ndarray_data_pointer(array), entry[0], dtype, HOST, not array.flags.writeable,
-        array if exporter is None else exporter, array if owner is None else owner, _CPU,
-    ))  # fmt: skip
+    layout, lead, size, aliasing = entry
+    if _DIRECT_READS:  # data pointer and flags in one read (see layoutkit.interop._native)
+        ptr, flags = _read_ndarray_fields(_MEMORY, id(array) + _HEADER)
+        readonly = not flags & _WRITEABLE
+    else:
+        ptr = _native.ndarray_data_pointer(array)
+        readonly = not array.flags.writeable
+    if aliasing and not readonly:
+        return None
+    base = ptr - lead  # the lowest byte: as_strided can reach outside the address space
+    if not ptr or base < 0 or base + size > _ADDRESS_LIMIT:
+        check_pointer(ptr, layout, "NumPy array")  # raises, unless a null pointer without elements
+    return _tuple_new(ImportRecord, (ptr, layout, dtype, HOST, readonly, array, array, _CPU))
+
+
+_NOT_VIEWABLE, _HOST_ONLY, _DLPACK = "not viewable", "host only", "DLPack"
+_dtype_kinds = {}  # dtype -> one of the three: a program sees few dtypes
+
+
+def _dtype_kind(dtype):
+    if dtype.hasobject:
+        kind = _NOT_VIEWABLE
+    elif is_numpy_dlpack_dtype(dtype):
+        kind = _DLPACK
+    else:
+        try:  # ml_dtypes types: ours to carry (NumPy's own export refuses them)
+            to_dlpack_dtype(dtype)
+            kind = _DLPACK
+        except BufferError:
+            kind = _HOST_ONLY
+    if len(_dtype_kinds) >= 256:
+        _dtype_kinds.clear()
+    _dtype_kinds[dtype] = kind
+    return kind
 
 
 def _buffer_record(obj, what):
     """The record of an object with only the buffer protocol."""
     array, _ = _buffer_array(obj, what)
-    record = ndarray_record(array, obj)
+    record = ndarray_record(array)
     if record is None:  # pragma: no cover - PEP 3118 buffers NumPy reads are plain data
         raise BufferError(f"{what}: the buffer cannot be viewed")
-    return record
+    return record._replace(exporter=obj)
 
 
 def read_array_interface(obj):
@@ -265,25 +309,39 @@ def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
     A view without a dtype is described as raw ``itemsize``-byte void elements. An
     ml_dtypes type (bfloat16, float8, ...), whose ``typestr`` can only say ``|V<n>``,
     is described as ``|V<n>`` with the dtype itself as ``descr``, which NumPy reads back
-    as that type.
+    as that type. Structured and sub-array dtypes carry their ``descr`` list; other
+    dtypes say all in ``typestr`` (``descr`` would only repeat it), so their dict holds
+    only immutable values.
 
     Examples
     --------
     >>> import numpy as np
-    >>> interface_dict(4096, True, (2,), (8,), np.dtype("int64"), 8)["typestr"]
-    '<i8'
+    >>> interface = interface_dict(4096, True, (2,), (8,), np.dtype("int64"), 8)
+    >>> interface["typestr"], "descr" in interface
+    ('<i8', False)
     """
     if dtype is None:
         dtype = np.dtype(f"V{itemsize}")
-    if dtype.isbuiltin == 2 and is_ml_dtype(dtype):  # a user-defined type, e.g. '<f1'
-        typestr, descr = f"|V{itemsize}", dtype
-    else:
-        typestr, descr = dtype.str, dtype.descr
-    return {
+    interface = {
         "version": 3,
         "shape": shape,
-        "typestr": typestr,
-        "descr": descr,
+        "typestr": _typestrs.get(dtype) or _typestr(dtype),
         "data": (ptr, readonly),
         "strides": strides_in_bytes,
     }
+    if dtype.fields is not None or dtype.subdtype is not None:
+        interface["descr"] = dtype.descr
+    elif dtype.isbuiltin == 2 and is_ml_dtype(dtype):  # a user-defined type, e.g. '<f1'
+        interface["descr"] = dtype
+    return interface
+
+
+_typestrs = {}  # dtype -> its typestr (dtype.str builds a new string each time)
+
+
+def _typestr(dtype):
+    typestr = f"|V{dtype.itemsize}" if dtype.isbuiltin == 2 and is_ml_dtype(dtype) else dtype.str
+    if len(_typestrs) >= 256:
+        _typestrs.clear()
+    _typestrs[dtype] = typestr
+    return typestr

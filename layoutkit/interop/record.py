@@ -41,6 +41,7 @@ __all__ = [
     "int_entries",
     "layout_cache",
     "layout_entry",
+    "named",
     "new_record",
 ]
 
@@ -93,13 +94,36 @@ def new_record(fields):
 
 
 _tuple_new = tuple.__new__
-# (shape, strides, itemsize, strides_in_bytes) -> (layout, lead, size): hot readers look
-# here first and call layout_entry only on a miss
+# (shape, strides, itemsize, strides_in_bytes) -> (layout, lead, size, aliasing): hot readers
+# look here first and call layout_entry only on a miss
 layout_cache = {}
 
 
+def _element_strides(strides, itemsize):
+    """Byte strides (a tuple of int) in elements; ValueError naming one itemsize does not divide.
+
+    ``None`` for an invalid itemsize, which the layout's own checks then name.
+    """
+    if type(itemsize) is not int or itemsize < 1:
+        return None
+    for i, s in enumerate(strides):
+        if s % itemsize:
+            raise ValueError(
+                f"strides[{i}] = {s} bytes is not a multiple of itemsize {itemsize} "
+                "(strides must be divisible by itemsize)"
+            )
+    return tuple([s // itemsize for s in strides])
+
+
 def _build(shape, strides, itemsize, strides_in_bytes):
-    layout = StridedLayout(shape, strides, itemsize, divide_strides=strides_in_bytes)
+    divide = False
+    if strides_in_bytes and strides is not None:
+        divided = _element_strides(strides, itemsize)
+        if divided is None:
+            divide = True  # the layout's checks name what is wrong
+        else:
+            strides = divided
+    layout = StridedLayout(shape, strides, itemsize, divide_strides=divide)
     low = layout.min_offset
     if low < 0 and layout.volume:
         # the layout addresses elements before (0, ..., 0): move it so its lowest byte is 0
@@ -108,14 +132,15 @@ def _build(shape, strides, itemsize, strides_in_bytes):
             raise OverflowError(f"{layout!r} spans {span} bytes, more than int64 allows")
         layout = StridedLayout._trusted(layout.shape, layout.strides, itemsize, -low)
     lead = layout.slice_offset * itemsize  # bytes from the buffer's start to (0, ..., 0)
-    return layout, lead, (layout.max_offset + 1) * itemsize
+    return layout, lead, (layout.max_offset + 1) * itemsize, not layout.is_unique
 
 
 def layout_entry(shape, strides, itemsize, strides_in_bytes, what):
-    """``(layout, lead, size)`` for :func:`import_layout`'s arguments, from the cache.
+    """``(layout, lead, size, aliasing)`` for :func:`import_layout`'s arguments, from the cache.
 
-    ``lead`` is the byte offset of element ``(0, ..., 0)`` from the tensor's lowest byte
-    and ``size`` the bytes it spans.
+    ``lead`` is the byte offset of element ``(0, ..., 0)`` from the tensor's lowest byte,
+    ``size`` the bytes it spans, and ``aliasing`` whether the layout maps two indices to
+    one element (such views are read-only, DECISIONS 19).
     """
     key = (shape, strides, itemsize, strides_in_bytes)
     entry = layout_cache.get(key)
@@ -123,7 +148,7 @@ def layout_entry(shape, strides, itemsize, strides_in_bytes, what):
         try:
             entry = _build(shape, strides, itemsize, strides_in_bytes)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise type(exc)(f"{what}: {exc}") from None
+            raise type(exc)(f"{named(what)}: {exc}") from None
         if len(layout_cache) >= _CACHE_LIMIT:
             layout_cache.clear()
         layout_cache[key] = entry
@@ -143,8 +168,8 @@ def import_layout(shape, strides, itemsize, strides_in_bytes, what):
         Bytes per element.
     strides_in_bytes : bool
         Whether ``strides`` are byte strides (each must be a multiple of ``itemsize``).
-    what : str
-        How errors name the tensor.
+    what : str or callable
+        How errors name the tensor (a callable makes the name, only for an error).
 
     Raises
     ------
@@ -170,12 +195,20 @@ def checked_layout(shape, strides, itemsize, strides_in_bytes, ptr, what):
     ...
     BufferError: x: its 16 bytes at -0x4 reach beyond the 64-bit address space
     """
-    layout, lead, size = layout_entry(shape, strides, itemsize, strides_in_bytes, what)
+    layout, lead, size, _ = layout_entry(shape, strides, itemsize, strides_in_bytes, what)
     base = ptr - lead
     if ptr and base >= 0 and base + size <= _ADDRESS_LIMIT:
         return layout
     check_pointer(ptr, layout, what)  # raises, unless a null pointer without elements
     return layout
+
+
+def named(what):
+    """The name of a tensor in a message: ``what``, or what the callable ``what`` makes.
+
+    Hot readers pass a callable, so that the name is formatted only for an error.
+    """
+    return what() if callable(what) else what
 
 
 def int_entries(values, name, what):
@@ -218,11 +251,13 @@ def int_entries(values, name, what):
     return tuple(result)
 
 
-def check_pointer(ptr, layout, what):
+def check_pointer(ptr, layout, what, null_with_elements=False):
     """Refuse a null pointer to elements, or bytes outside ``[0, 2**64)``; returns ``ptr``.
 
     ``ptr`` is the address of element ``(0, ..., 0)``; ``layout`` is relative to the
-    tensor's lowest byte (as :func:`import_layout` makes it).
+    tensor's lowest byte (as :func:`import_layout` makes it). ``null_with_elements``
+    admits a null pointer with elements (a description only: the view refuses every
+    use of its memory, see :func:`layoutkit.memoryview.check_memory`).
 
     Raises
     ------
@@ -243,13 +278,15 @@ def check_pointer(ptr, layout, what):
     BufferError: x: its 16 bytes at 0xfffffffffffffff8 reach beyond the 64-bit address space
     """
     if not ptr:
-        if layout.volume:
-            raise BufferError(f"{what} has a null data pointer but {layout.volume} elements")
+        if layout.volume and not null_with_elements:
+            raise BufferError(
+                f"{named(what)} has a null data pointer but {layout.volume} elements"
+            )
         return ptr
     base = ptr - layout.slice_offset_in_bytes
     size = (layout.max_offset + 1) * layout.itemsize
     if base < 0 or base + size > _ADDRESS_LIMIT:
         raise BufferError(
-            f"{what}: its {size} bytes at {base:#x} reach beyond the 64-bit address space"
+            f"{named(what)}: its {size} bytes at {base:#x} reach beyond the 64-bit address space"
         )
     return ptr

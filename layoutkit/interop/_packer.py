@@ -1,0 +1,113 @@
+"""A DLPack capsule made by one native call: allocate, copy, take a reference, wrap.
+
+From Python, a capsule of a new managed tensor takes three ctypes calls
+(``PyMem_Malloc``, ``Py_IncRef``, ``PyCapsule_New``), about 0.5 µs of the 0.7 µs an
+export costs on the CPU machine. :func:`compile_packer` has llvmlite (Numba's code
+generator, installed with it) compile, once per process, the function below, which
+makes the same C calls from native code in one ctypes call (about 0.2 µs)::
+
+    PyObject *pack(PyObject *exporter, const char *header) {
+        void *block = PyMem_Malloc(SIZE);
+        if (!block) return PyErr_NoMemory();
+        memcpy(block, header, SIZE);       /* the managed tensor's bytes */
+        Py_IncRef(exporter);               /* manager_ctx's reference */
+        PyObject *capsule = PyCapsule_New(block, NAME, DESTRUCTOR);
+        if (!capsule) DELETER(block);      /* frees the block, drops the reference */
+        return capsule;
+    }
+
+``SIZE``, ``NAME``, ``DESTRUCTOR`` and ``DELETER`` are constants of the process (the
+compiled code is never cached). The deleter must be a C function that frees the block
+and drops one reference without disturbing a pending exception (NumPy's, see
+:mod:`~layoutkit.interop.dlpack`). Where llvmlite cannot compile, ``None`` is
+returned and the caller keeps its ctypes calls.
+
+Examples
+--------
+>>> import ctypes
+>>> from layoutkit.interop._packer import function_address
+>>> function_address(ctypes.pythonapi.Py_IncRef) != 0
+True
+"""
+
+import ctypes
+import threading
+
+__all__ = ["compile_packer", "function_address"]
+
+_lock = threading.Lock()
+_engines = []  # the JIT engines (their code lives as long as they do): kept for good
+
+
+def function_address(function):
+    """The address of the C function behind a ctypes function object."""
+    return ctypes.cast(function, ctypes.c_void_p).value
+
+
+def compile_packer(size, name, destructor, deleter):
+    """``pack(id(exporter), header_address)`` for managed tensors of ``size`` bytes, or None.
+
+    Parameters
+    ----------
+    size : int
+        Bytes of the managed tensor (``header_address`` points at that many).
+    name, destructor, deleter : int
+        Addresses of the capsule's name (a C string that lives for good), its
+        destructor and the tensor's deleter.
+
+    Returns
+    -------
+    callable or None
+        ``pack(id(exporter), header_address)`` returns the new capsule (the caller keeps
+        ``exporter`` alive during the call) and raises what
+        ``PyMem_Malloc`` / ``PyCapsule_New`` report (``MemoryError``); None where
+        llvmlite is missing or cannot compile for this machine.
+    """
+    try:
+        address = _compile(size, name, destructor, deleter)
+    except Exception:  # no llvmlite, or no native target: the ctypes calls stay
+        return None
+    # the exporter goes in as id(exporter): c_void_p arguments convert fastest
+    return ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p)(address)
+
+
+def _compile(size, name, destructor, deleter):
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    api = ctypes.pythonapi
+    word = ir.IntType(64 if ctypes.sizeof(ctypes.c_void_p) == 8 else 32)
+    module = ir.Module(name="layoutkit_packer")
+    function = ir.Function(module, ir.FunctionType(word, [word, word]), name="pack")
+    exporter, header = function.args
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+
+    def call(address, returns, *args):
+        kind = ir.FunctionType(returns, [word] * len(args))
+        return builder.call(builder.inttoptr(ir.Constant(word, address), kind.as_pointer()), args)
+
+    void = ir.VoidType()
+    zero = ir.Constant(word, 0)
+    block = call(function_address(api.PyMem_Malloc), word, ir.Constant(word, size))
+    with builder.if_then(builder.icmp_unsigned("==", block, zero), likely=False):
+        builder.ret(call(function_address(api.PyErr_NoMemory), word))
+    call(function_address(ctypes.memmove), word, block, header, ir.Constant(word, size))
+    call(function_address(api.Py_IncRef), void, exporter)
+    capsule = call(
+        function_address(api.PyCapsule_New), word, block, ir.Constant(word, name),
+        ir.Constant(word, destructor),
+    )  # fmt: skip
+    with builder.if_then(builder.icmp_unsigned("==", capsule, zero), likely=False):
+        call(deleter, void, block)
+    builder.ret(capsule)
+
+    with _lock:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        machine = llvm.Target.from_default_triple().create_target_machine()
+        parsed = llvm.parse_assembly(str(module))
+        parsed.verify()
+        engine = llvm.create_mcjit_compiler(parsed, machine)
+        engine.finalize_object()
+        _engines.append(engine)
+        return engine.get_function_address("pack")
