@@ -1267,6 +1267,8 @@ class StridedLayout:
                     spec += item.indices(shape[axis])
                 except Exception as exc:  # bounds that are not integers, a step of 0
                     raise _slice_error(item, axis) from exc
+                if spec[-1] == C.INT64_MIN:  # the kernel takes |step| <= INT64_MAX: a step
+                    spec[-1] = -_INT64_MAX  # of either size leaves at most one element
                 axis += 1
                 m += 1
             elif item is None:
