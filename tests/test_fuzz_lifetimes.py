@@ -168,7 +168,7 @@ def _duplicate(door_name, how, name):
               f"the {name} of a {door.name} view lost its memory when the original died")  # fmt: skip
         del duplicate
     else:
-        del door, view
+        del door, view, duplicate  # the refusal: its traceback holds the view's frame
     del ok
     gc.collect()
     if producer is not None:
