@@ -23,6 +23,7 @@ __all__ = [
     "args_viewable_as_strided_memory",
     "copy",
     "cuda",
+    "display",
 ]
 
 __version__ = "0.1.0"
@@ -48,8 +49,8 @@ _LAZY = {
 
 
 def __getattr__(name):
-    if name == "cuda":
-        return importlib.import_module("layoutkit.cuda")
+    if name in ("cuda", "display"):
+        return importlib.import_module(f"layoutkit.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'layoutkit' has no attribute {name!r}")

@@ -1395,7 +1395,7 @@ class StridedLayout:
         )
 
     def _repr_html_(self):
-        from ._display import layout_html
+        from .display import layout_html
 
         return layout_html(self)
 

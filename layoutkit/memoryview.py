@@ -804,7 +804,7 @@ class StridedMemoryView:
 
     def _repr_html_(self):
         """Jupyter: a picture of the layout and a table of the view's properties."""
-        from ._display import view_html
+        from .display import view_html
 
         return view_html(self)
 

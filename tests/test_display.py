@@ -14,7 +14,7 @@ from helpers.strategies import layouts
 from hypothesis import given, settings
 
 from layoutkit import StridedLayout
-from layoutkit._display import MAX_CELLS, layout_html, layout_svg, view_html
+from layoutkit.display import MAX_CELLS, layout_html, layout_svg, view_html
 
 SVG = "{http://www.w3.org/2000/svg}"
 

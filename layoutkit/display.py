@@ -8,8 +8,9 @@ along that axis (a red arrow for a negative stride, ``=`` for a zero stride). La
 more than two dimensions are drawn as one grid per leading index; layouts too large to
 draw get a plain-text summary instead.
 
-``StridedLayout._repr_svg_`` / ``_repr_html_`` and ``StridedMemoryView._repr_html_``
-call these functions lazily, so importing layoutkit never imports this module.
+Jupyter shows them on its own (``StridedLayout._repr_html_`` and
+``StridedMemoryView._repr_html_`` call this module lazily, so importing layoutkit never
+imports it); call the functions to get the SVG or HTML text yourself.
 
 Examples
 --------
@@ -26,6 +27,8 @@ True
 import html
 import itertools
 import math
+
+__all__ = ["layout_html", "layout_svg", "view_html"]
 
 MAX_CELLS = 1024
 """Most cells drawn in one picture; larger layouts get the text summary."""
