@@ -7,6 +7,8 @@ block shape and vector widths (``block``). The grid's length only changes how ma
 digits the tile walk steps, so one length is compiled.
 """
 
+import re
+
 import pytest
 from numba import cuda
 
@@ -23,6 +25,20 @@ def ptx_of(kernel, key):
     return ptx
 
 
+def global_widths(ptx):
+    """``{(op, type): count}`` of the global loads and stores in ``ptx`` (op "ld"/"st")."""
+    counts = {}
+    for op, kind in re.findall(r"\b(ld|st)\.global(?:\.[a-z]+)*?\.(v2\.u64|u8|u16|u32|u64)\b", ptx):
+        counts[(op, kind)] = counts.get((op, kind), 0) + 1
+    return counts
+
+
+def only_widths(ptx, load, store):
+    """Whether every global load of ``ptx`` is of type ``load`` and every store of type
+    ``store`` (a wider access than planned is misaligned or out of bounds)."""
+    return set(global_widths(ptx)) == {("ld", load), ("st", store)}
+
+
 def copies_of(ptx, instruction, count):
     """Whether ``ptx`` holds ``instruction`` ``count`` times, or in whole copies of that
     many (the optimiser may duplicate a loop body: unswitching, peeling)."""
@@ -37,7 +53,7 @@ def split(unit):
 DIRECT = [(u, 0, ir, kq) for u in ACCESS for ir, kq in split(u)]
 FILL = [(16, 4), (16, 1), (8, 2), (4, 1)]
 TILED = [(u, *a, *b) for u in ACCESS for a in split(u) for b in split(u)]
-BLOCK = [  # unit, ka, kb, vs, vd: squares, a deinterleave, an interleave, narrow vectors
+BLOCK = [  # unit, ka, kb, vs, vd: squares, deinterleaves, interleaves, every vector width
     (1, 8, 8, 8, 8),
     (2, 8, 8, 16, 16),
     (1, 3, 16, 16, 16),
@@ -46,6 +62,15 @@ BLOCK = [  # unit, ka, kb, vs, vd: squares, a deinterleave, an interleave, narro
     (2, 8, 3, 16, 16),
     (1, 3, 16, 1, 16),
     (4, 4, 4, 16, 16),
+    (1, 12, 4, 16, 4),  # the deinterleave whose 4-byte stores Numba once typed as 8 bytes
+    (1, 2, 4, 2, 4),
+    (1, 4, 4, 4, 4),
+    (1, 4, 2, 4, 2),
+    (1, 4, 1, 4, 1),
+    (1, 1, 4, 1, 4),
+    (2, 2, 2, 4, 4),
+    (2, 4, 1, 8, 2),
+    (2, 2, 4, 4, 8),
 ]
 
 
@@ -55,6 +80,7 @@ def test_direct_kernel_lowers(variant):
     ptx = ptx_of("direct", (unit, src_unit, ir, kq, GRID))
     assert copies_of(ptx, f"ld.global.{ACCESS[unit]}", ir * kq)  # all loads, then stores
     assert copies_of(ptx, f"st.global.{ACCESS[unit]}", ir * kq)
+    assert only_widths(ptx, ACCESS[unit], ACCESS[unit])
     assert ".local" not in ptx
 
 
@@ -63,6 +89,7 @@ def test_fill_kernel_lowers(unit, src_unit):
     ptx = ptx_of("direct", (unit, src_unit, 1, ITEMS[unit], GRID))
     assert f"ld.global.{ACCESS[src_unit]}" in ptx
     assert copies_of(ptx, f"st.global.{ACCESS[unit]}", ITEMS[unit])
+    assert only_widths(ptx, ACCESS[src_unit], ACCESS[unit])
 
 
 @pytest.mark.parametrize("variant", TILED, ids=str)
@@ -71,6 +98,7 @@ def test_tiled_kernel_lowers(variant):
     ptx = ptx_of("tiled", (*variant, GRID, SHARED_UNITS * ITEMS[unit]))
     assert copies_of(ptx, f"ld.global.{ACCESS[unit]}", ITEMS[unit])
     assert copies_of(ptx, f"st.global.{ACCESS[unit]}", ITEMS[unit])
+    assert only_widths(ptx, ACCESS[unit], ACCESS[unit])
     assert "bar.sync" in ptx and "st.shared" in ptx
     assert ".local" not in ptx
 
@@ -82,6 +110,7 @@ def test_block_kernel_lowers(variant):
     total = ka * kb * unit
     assert copies_of(ptx, f"ld.global.{ACCESS[vs]}", total // vs)  # the block in vectors
     assert copies_of(ptx, f"st.global.{ACCESS[vd]}", total // vd)
+    assert only_widths(ptx, ACCESS[vs], ACCESS[vd])
     assert ".shared" not in ptx
     assert ".local" not in ptx  # the block stays in registers
 

@@ -57,9 +57,17 @@ _SIM = bool(config.ENABLE_CUDASIM)
 if _SIM:
     _CTYPES = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
 
-    def load_unit(address, prototype):
-        """Simulator load: read the unit at ``address`` through ctypes."""
+    def _aligned(address, size):
+        """The address as an int; a misaligned access fails here as it would on a GPU
+        (``CUDA_ERROR_MISALIGNED_ADDRESS``)."""
         address = int(address)
+        if address % size:
+            raise AssertionError(f"misaligned {size}-byte access at {address:#x}")
+        return address
+
+    def load_unit(address, prototype):
+        """Simulator load: read the unit at ``address`` through ctypes (aligned)."""
+        address = _aligned(address, 16 if isinstance(prototype, tuple) else prototype.itemsize)
         if isinstance(prototype, tuple):
             return tuple(
                 np.uint64(ctypes.c_uint64.from_address(address + 8 * i).value) for i in (0, 1)
@@ -67,14 +75,20 @@ if _SIM:
         value = _CTYPES[prototype.itemsize].from_address(address).value
         return type(prototype)(value)
 
-    def store_unit(address, value):
-        """Simulator store: write the unit ``value`` at ``address`` through ctypes."""
-        address = int(address)
-        if isinstance(value, tuple):
+    def store_unit(address, value, prototype):
+        """Simulator store: write ``value`` at ``address`` as a unit of ``prototype``'s
+        size (aligned; the value must fit in it, as it must on a GPU, where the store
+        truncates to the prototype's width)."""
+        if isinstance(prototype, tuple):
+            address = _aligned(address, 16)
             for i in (0, 1):
                 ctypes.c_uint64.from_address(address + 8 * i).value = int(value[i])
-        else:
-            _CTYPES[value.itemsize].from_address(address).value = int(value)
+            return
+        size = prototype.itemsize
+        address = _aligned(address, size)
+        if not 0 <= int(value) < 1 << (8 * size):
+            raise AssertionError(f"{size}-byte store of {int(value):#x} at {address:#x}")
+        _CTYPES[size].from_address(address).value = int(value)
 
 else:
     from layoutkit.copy._units import load_unit, store_unit
@@ -226,7 +240,7 @@ def direct_source(unit, src_unit, ir, kq, grid):
             for i in range(ir):
                 code(f"if go{k}_{i}:")
                 with code.block():
-                    code(f"store_unit(d{k} + m_x{i}, v{k}_{i})")
+                    code(f"store_unit(d{k} + m_x{i}, v{k}_{i}, prototype)")
         _walk_end(code, grid)
     return code.text()
 
@@ -292,7 +306,7 @@ def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units):
                         value = f"(buffer[h{k} + b_y{i}, 0], buffer[h{k} + b_y{i}, 1])"
                     else:
                         value = f"buffer[h{k} + b_y{i}]"
-                    code(f"store_unit(d{k} + b_x{i}, {value})")
+                    code(f"store_unit(d{k} + b_x{i}, {value}, prototype)")
         code("cuda.syncthreads()")
         _walk_end(code, grid)
     return code.text()
@@ -386,7 +400,7 @@ def block_source(unit, ka, kb, vs, vd, grid):
                         part = unit_at(ia + ka * ib)
                         parts.append(f"({part} << np.uint32({8 * byte}))" if byte else part)
                     words.append(" | ".join(parts))
-                code(f"store_unit(target + {i} * dst_step, {_value(words, vd)})")
+                code(f"store_unit(target + {i} * dst_step, {_value(words, vd)}, dst_prototype)")
         _walk_end(code, grid)
     return code.text()
 
