@@ -50,9 +50,12 @@ def split(unit):
     return [(1, ITEMS[unit]), (ITEMS[unit], 1)]
 
 
-DIRECT = [(u, 0, ir, kq) for u in ACCESS for ir, kq in split(u)]
+#: 64-bit offsets within a tile (``wide``) change only the row tables' type: one unit each.
+DIRECT = [(u, 0, ir, kq, int(wide)) for u in ACCESS for ir, kq in split(u)
+          for wide in (False, u == 4 and ir == 1)]  # fmt: skip
 FILL = [(16, 4), (16, 1), (8, 2), (4, 1)]
-TILED = [(u, *a, *b) for u in ACCESS for a in split(u) for b in split(u)]
+TILED = [(u, *a, *b, 0) for u in ACCESS for a in split(u) for b in split(u)]
+TILED += [(4, 1, 16, 16, 1, 1)]
 BLOCK = [  # unit, ka, kb, vs, vd: squares, deinterleaves, interleaves, every vector width
     (1, 8, 8, 8, 8),
     (2, 8, 8, 16, 16),
@@ -76,8 +79,8 @@ BLOCK = [  # unit, ka, kb, vs, vd: squares, deinterleaves, interleaves, every ve
 
 @pytest.mark.parametrize("variant", DIRECT, ids=str)
 def test_direct_kernel_lowers(variant):
-    unit, src_unit, ir, kq = variant
-    ptx = ptx_of("direct", (unit, src_unit, ir, kq, GRID))
+    unit, src_unit, ir, kq, wide = variant
+    ptx = ptx_of("direct", (unit, src_unit, ir, kq, GRID, wide))
     assert copies_of(ptx, f"ld.global.{ACCESS[unit]}", ir * kq)  # all loads, then stores
     assert copies_of(ptx, f"st.global.{ACCESS[unit]}", ir * kq)
     assert only_widths(ptx, ACCESS[unit], ACCESS[unit])
@@ -86,7 +89,7 @@ def test_direct_kernel_lowers(variant):
 
 @pytest.mark.parametrize(("unit", "src_unit"), FILL, ids=str)
 def test_fill_kernel_lowers(unit, src_unit):
-    ptx = ptx_of("direct", (unit, src_unit, 1, ITEMS[unit], GRID))
+    ptx = ptx_of("direct", (unit, src_unit, 1, ITEMS[unit], GRID, 0))
     assert f"ld.global.{ACCESS[src_unit]}" in ptx
     assert copies_of(ptx, f"st.global.{ACCESS[unit]}", ITEMS[unit])
     assert only_widths(ptx, ACCESS[src_unit], ACCESS[unit])
@@ -94,8 +97,8 @@ def test_fill_kernel_lowers(unit, src_unit):
 
 @pytest.mark.parametrize("variant", TILED, ids=str)
 def test_tiled_kernel_lowers(variant):
-    unit = variant[0]
-    ptx = ptx_of("tiled", (*variant, GRID, SHARED_UNITS * ITEMS[unit]))
+    unit, wide = variant[0], variant[-1]
+    ptx = ptx_of("tiled", (*variant[:-1], GRID, SHARED_UNITS * ITEMS[unit], wide))
     assert copies_of(ptx, f"ld.global.{ACCESS[unit]}", ITEMS[unit])
     assert copies_of(ptx, f"st.global.{ACCESS[unit]}", ITEMS[unit])
     assert only_widths(ptx, ACCESS[unit], ACCESS[unit])
@@ -116,6 +119,6 @@ def test_block_kernel_lowers(variant):
 
 
 def test_sources_are_kept_for_reading():
-    kernel = gpu.kernel_for("tiled", (4, 1, 16, 16, 1, GRID, SHARED_UNITS * 16))
+    kernel = gpu.kernel_for("tiled", (4, 1, 16, 16, 1, GRID, SHARED_UNITS * 16, 0))
     assert "cuda.shared.array(5120, np.uint32)" in kernel.py_func.source
-    assert f"rem{MASK_AXES - 1}" in gpu.kernel_source("direct", (4, 0, 1, 16, GRID))
+    assert f"rem{MASK_AXES - 1}" in gpu.kernel_source("direct", (4, 0, 1, 16, GRID, 0))

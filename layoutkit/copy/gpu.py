@@ -38,11 +38,12 @@ from layoutkit.copy.plan import (
     BLOCK_SLOTS,
     BLOCK_THREAD_AXES,
     DIRECT,
+    DIRECT_ROWS,
     MASK_AXES,
-    MAX_ROWS,
     ROW_AXES,
     THREADS,
     TILED,
+    TILED_ROWS,
 )
 
 __all__ = ["launch_plan", "kernel_source", "kernel_for", "argument_types", "grid_blocks"]
@@ -52,6 +53,7 @@ __all__ = ["launch_plan", "kernel_source", "kernel_for", "argument_types", "grid
 IN_FLIGHT_PER_SM = 64 << 10
 
 _BIG = 1 << 62
+_BIG32 = (1 << 31) - 1
 _SIM = bool(config.ENABLE_CUDASIM)
 
 if _SIM:
@@ -123,50 +125,72 @@ class _Code:
 
 
 # ----------------------------------------------------------------------------- shared parts
-def _walk_start(code, grid):
-    """Split ``blockIdx.x`` and ``gridDim.x`` into digits over the grid axes."""
-    code(*(f"c{j} = grid_count[{j}]" for j in range(grid)))
+def _int(expression, wide):
+    """``expression`` as a 32-bit integer unless ``wide``.
+
+    Numba types arithmetic on integers narrower than 64 bits as 64-bit; an explicit
+    ``np.int32`` lets LLVM narrow the arithmetic and, more to the point, keeps the
+    per-thread offsets that it hoists out of the tile loop in one register each.
+    """
+    return expression if wide else f"np.int32({expression})"
+
+
+def _walk_start(code, grid, masks=True):
+    """Split ``blockIdx.x`` and ``gridDim.x`` into 32-bit digits over the grid axes; with
+    ``masks``, each tile's remaining extents ``rem<j>`` and whether it is ``full``."""
+    code(*(f"c{j} = np.int32(grid_count[{j}])" for j in range(grid)))
     code("t = cuda.blockIdx.x", "rest = t", "stride = cuda.gridDim.x", "jump = stride")
     for j in range(grid):
-        code(f"g{j} = rest % c{j}", f"rest = rest // c{j}",
-             f"i{j} = jump % c{j}", f"jump = jump // c{j}")  # fmt: skip
+        code(f"g{j} = np.int32(rest % c{j})", f"rest = rest // c{j}",
+             f"i{j} = np.int32(jump % c{j})", f"jump = jump // c{j}")  # fmt: skip
     code("while t < n_tiles:")
     code.depth += 1
-    dst_terms = " + ".join(f"g{j} * grid_dst[{j}]" for j in range(grid))
-    src_terms = " + ".join(f"g{j} * grid_src[{j}]" for j in range(grid))
+    # products in 64 bits (under the simulator an np.int32 digit would multiply in 32)
+    dst_terms = " + ".join(f"np.int64(g{j}) * grid_dst[{j}]" for j in range(grid))
+    src_terms = " + ".join(f"np.int64(g{j}) * grid_src[{j}]" for j in range(grid))
     code(f"dbase = dst + {dst_terms}", f"sbase = src + {src_terms}")
+    if not masks:
+        return
+    # 0 (t < n_tiles < 2**62), but not to the compiler: row-table reads indexed by
+    # ``q + fresh`` stay in the tile loop. Hoisted out of it, every thread would hold its
+    # rows' four table entries in registers (more than 200 for 16 rows: one block per SM).
+    code("fresh = np.int32(t >> 62)")
+    code(*(f"rem{j} = mask_extent[{j}] - np.int64(g{j}) * mask_tile[{j}]" for j in range(MASK_AXES)))
+    full = " and ".join(f"rem{j} >= mask_tile[{j}]" for j in range(MASK_AXES))
+    code(f"full = {full}")
 
 
 def _walk_end(code, grid):
     """Step the tile index by ``gridDim.x`` and its digits with carries."""
     code("t += stride", "carry = 0")
     for j in range(grid):
-        code(f"g{j} += i{j} + carry", "carry = 0", f"if g{j} >= c{j}:")
+        code(f"g{j} = np.int32(g{j} + i{j} + carry)", "carry = 0", f"if g{j} >= c{j}:")
         with code.block():
-            code(f"g{j} -= c{j}", "carry = 1")
+            code(f"g{j} = np.int32(g{j} - c{j})", "carry = 1")
     code.depth -= 1
 
 
-def _table_code(code, name, prefix, first, second):
-    """Build a row table in shared memory: ``{name}_a`` / ``{name}_b`` offsets (by the
-    strides ``{prefix}_{first}`` / ``{prefix}_{second}``), ``{name}_c`` / ``{name}_d`` the
-    row's coordinates along its two chunked axes (huge for rows past the last)."""
-    code(*(f"{name}_{part} = cuda.shared.array({MAX_ROWS}, np.int64)" for part in "abcd"),
-         "q = cuda.threadIdx.x", f"while q < {MAX_ROWS}:")  # fmt: skip
+def _table_code(code, name, prefix, first, second, size, first_type, second_type):
+    """Build a row table of ``size`` rows in shared memory: ``{name}_a`` / ``{name}_b``
+    offsets (by the strides ``{prefix}_{first}`` / ``{prefix}_{second}``, of the given
+    NumPy types), ``{name}_c`` / ``{name}_d`` the row's coordinates along its two chunked
+    axes (int32: a coordinate is below its tile extent). Rows past the tile's are masked
+    by the thread's own row check, never by the table."""
+    code(f"{name}_a = cuda.shared.array({size}, {first_type})",
+         f"{name}_b = cuda.shared.array({size}, {second_type})",
+         f"{name}_c = cuda.shared.array({size}, np.int32)",
+         f"{name}_d = cuda.shared.array({size}, np.int32)",
+         "q = cuda.threadIdx.x", f"while q < {size}:")  # fmt: skip
     with code.block():
         code("rest = q", "oa = 0", "ob = 0")
         for j in range(ROW_AXES):
             code(f"position = rest % {prefix}_extent[{j}]", f"rest = rest // {prefix}_extent[{j}]",
                  f"oa += position * {prefix}_{first}[{j}]",
                  f"ob += position * {prefix}_{second}[{j}]")  # fmt: skip
-        code(f"{name}_a[q] = oa", f"{name}_b[q] = ob", f"if q < {prefix}s:")
-        with code.block():
-            code(f"{name}_c[q] = q // {prefix}_inner1 % {prefix}_extent1",
-                 f"{name}_d[q] = q // {prefix}_inner2 % {prefix}_extent2")  # fmt: skip
-        code("else:")
-        with code.block():
-            code(f"{name}_c[q] = {_BIG}", f"{name}_d[q] = {_BIG}")
-        code(f"q += {THREADS}")
+        code(f"{name}_a[q] = oa", f"{name}_b[q] = ob",
+             f"{name}_c[q] = q // {prefix}_inner1 % min({prefix}_extent1, {_BIG32})",
+             f"{name}_d[q] = q // {prefix}_inner2 % min({prefix}_extent2, {_BIG32})",
+             f"q += {THREADS}")  # fmt: skip
 
 
 def _select(code, target, sel, default):
@@ -176,25 +200,40 @@ def _select(code, target, sel, default):
         code(f"{'if' if j == 0 else 'elif'} {sel} == {j}:", f"    {target} = rem{j}")
 
 
-def _rems(code):
-    code(*(f"rem{j} = mask_extent[{j}] - g{j} * mask_tile[{j}]" for j in range(MASK_AXES)))
+def _row_limits(code, target, sel1, sel2):
+    """``{target}_c`` / ``{target}_d``: the bounds of a partly filled tile's two chunked
+    row coordinates (clipped to int32: a coordinate is compared with them)."""
+    _select(code, f"{target}_c", sel1, _BIG32)
+    _select(code, f"{target}_d", sel2, _BIG32)
+    code(f"{target}_c = min({target}_c, {_BIG32})", f"{target}_d = min({target}_d, {_BIG32})")
 
 
 _ROW_PARAMETERS = ("{p}s, {p}_inner1, {p}_extent1, {p}_sel1, {p}_inner2, {p}_extent2, {p}_sel2, "
                    "{p}_extent")
 
 
-def _mapping_code(code, name, tx, ir, kq, first, second):
-    """Per-thread run offsets ``{name}_r<i>`` etc. and table rows ``{name}_q<k>``."""
+def _mapping_code(code, name, tx, first, second):
+    """Per-thread constants of a phase: the lane along the run and the first table row,
+    the lane's offsets by ``first`` and ``second`` and the steps to the thread's next run
+    position (``tx`` lanes on). Everything else is stepped from these inside the tile
+    loop (see :func:`_chain`)."""
     code(f"{name}_lane = cuda.threadIdx.x % {tx}",
-         f"{name}_row = cuda.threadIdx.x // {tx}",
-         f"{name}_step = {THREADS} // {tx}")  # fmt: skip
-    for i in range(ir):
-        code(f"{name}_r{i} = {name}_lane + {i} * {tx}",
-             f"{name}_x{i} = {name}_r{i} * {first}",
-             f"{name}_y{i} = {name}_r{i} * {second}")  # fmt: skip
-    for k in range(kq):
-        code(f"{name}_q{k} = {name}_row + {k} * {name}_step")
+         f"{name}_row = np.int32(cuda.threadIdx.x // {tx})",
+         f"{name}_step = np.int32({THREADS} // {tx})",
+         f"{name}_lx = {name}_lane * {first}", f"{name}_ly = {name}_lane * {second}",
+         f"{name}_sx = {tx} * {first}", f"{name}_sy = {tx} * {second}",
+         f"{name}_st = np.int32({tx})")  # fmt: skip
+
+
+def _chain(code, variable, start, step, index):
+    """``variable`` for item ``index`` of a chain: ``start`` for the first, then stepped.
+
+    Offsets are stepped from loop-variant values (``fresh``, the tile's bases) rather
+    than precomputed per item: the compiler would hoist per-item constants out of the
+    tile loop and keep them all in registers (two per 64-bit offset and item); a step is
+    one add, as the precomputed sum was.
+    """
+    code(f"{variable} = {start}" if index == 0 else f"{variable} = {variable} + {step}")
 
 
 def _replicate(value, src_unit, unit):
@@ -208,47 +247,109 @@ def _replicate(value, src_unit, unit):
 
 
 # ----------------------------------------------------------------------------- direct
-def direct_source(unit, src_unit, ir, kq, grid):
+def _direct_moves(code, ir, kq, src_unit, unit, masked):
+    """One tile of the ``direct`` kernel: every load, then every store. A full tile
+    checks only that the thread's run position and row exist; a partly filled one
+    checks them against the remaining extents (``limit`` along the run, the table's
+    chunked coordinates)."""
+    for k in range(kq):
+        _chain(code, "q", "m_row + fresh", "m_step", k)
+        ok = "q < rows"
+        if masked:
+            ok += " and table_c[q] < limit_c and table_d[q] < limit_d"
+        code(f"ok{k} = {ok}")
+        for i in range(ir):
+            _chain(code, "r", "m_lane + fresh", "m_st", i)
+            _chain(code, "s", "sbase + table_b[q] + m_ly", "m_sy", i)
+            code(f"go{k}_{i} = ok{k} and r < {'limit' if masked else 'run'}",
+                 f"v{k}_{i} = prototype", f"if go{k}_{i}:")  # fmt: skip
+            with code.block():
+                if src_unit:
+                    value = _replicate("load_unit(s, src_prototype)", src_unit, unit)
+                    code(f"v{k}_{i} = {value}")
+                else:
+                    code(f"v{k}_{i} = load_unit(s, prototype)")
+    for k in range(kq):
+        _chain(code, "q", "m_row + fresh", "m_step", k)
+        for i in range(ir):
+            _chain(code, "d", "dbase + table_a[q] + m_lx", "m_sx", i)
+            code(f"if go{k}_{i}:")
+            with code.block():
+                code(f"store_unit(d, v{k}_{i}, prototype)")
+
+
+def direct_source(unit, src_unit, ir, kq, grid, wide):
     """Python source of the ``direct`` kernel (see the module docstring)."""
+    offset_type = "np.int64" if wide else "np.int32"
     code = _Code()
     code("def direct(dst, src, tx, run, run_dst, run_src, " + _ROW_PARAMETERS.format(p="row")
          + ",", "           row_dst, row_src, grid_count, grid_dst, grid_src, mask_extent,",
          "           mask_tile, n_tiles, prototype, src_prototype):")  # fmt: skip
     with code.block():
-        _table_code(code, "table", "row", "dst", "src")
+        _table_code(code, "table", "row", "dst", "src", DIRECT_ROWS, offset_type, offset_type)
         code("cuda.syncthreads()")
-        _mapping_code(code, "m", "tx", ir, kq, "run_dst", "run_src")
+        _mapping_code(code, "m", "tx", "run_dst", "run_src")
         _walk_start(code, grid)
-        _rems(code)
-        code("limit = min(run, rem0)")
-        _select(code, "limit_c", "row_sel1", _BIG)
-        _select(code, "limit_d", "row_sel2", _BIG)
-        for k in range(kq):
-            code(f"ok{k} = table_c[m_q{k}] < limit_c and table_d[m_q{k}] < limit_d",
-                 f"d{k} = dbase + table_a[m_q{k}]", f"s{k} = sbase + table_b[m_q{k}]")  # fmt: skip
-        for k in range(kq):
-            for i in range(ir):
-                code(f"go{k}_{i} = ok{k} and m_r{i} < limit", f"v{k}_{i} = prototype",
-                     f"if go{k}_{i}:")  # fmt: skip
-                with code.block():
-                    if src_unit:
-                        value = f"load_unit(s{k} + m_y{i}, src_prototype)"
-                        code(f"v{k}_{i} = {_replicate(value, src_unit, unit)}")
-                    else:
-                        code(f"v{k}_{i} = load_unit(s{k} + m_y{i}, prototype)")
-        for k in range(kq):
-            for i in range(ir):
-                code(f"if go{k}_{i}:")
-                with code.block():
-                    code(f"store_unit(d{k} + m_x{i}, v{k}_{i}, prototype)")
+        code("if full:")
+        with code.block():
+            _direct_moves(code, ir, kq, src_unit, unit, masked=False)
+        code("else:")
+        with code.block():
+            code("limit = min(run, rem0)")
+            _row_limits(code, "limit", "row_sel1", "row_sel2")
+            _direct_moves(code, ir, kq, src_unit, unit, masked=True)
         _walk_end(code, grid)
     return code.text()
 
 
 # ----------------------------------------------------------------------------- tiled
-def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units):
+def _tiled_moves(code, ir1, kq1, ir2, kq2, pair, masked):
+    """One tile of the ``tiled`` kernel: the source into shared memory, then shared
+    memory to the destination (masked as in :func:`_direct_moves`)."""
+    for k in range(kq1):  # phase 1: source -> tile
+        _chain(code, "q", "a_row + fresh", "a_step", k)
+        ok = "q < row1s"
+        if masked:
+            ok += " and table1_c[q] < limit1_c and table1_d[q] < limit1_d"
+        code(f"ok{k} = {ok}")
+        for i in range(ir1):
+            _chain(code, "r", "a_lane + fresh", "a_st", i)
+            _chain(code, "s", "sbase + table1_a[q] + a_lx", "a_sx", i)
+            code(f"go{k}_{i} = ok{k} and r < {'limit1' if masked else 'run1'}",
+                 f"v{k}_{i} = prototype",
+                 f"if go{k}_{i}:", f"    v{k}_{i} = load_unit(s, prototype)")  # fmt: skip
+    for k in range(kq1):
+        _chain(code, "q", "a_row + fresh", "a_step", k)
+        for i in range(ir1):
+            _chain(code, "h", "table1_b[q] + a_ly", "a_sy", i)
+            code(f"if go{k}_{i}:")
+            with code.block():
+                if pair:
+                    code(f"buffer[h, 0] = v{k}_{i}[0]", f"buffer[h, 1] = v{k}_{i}[1]")
+                else:
+                    code(f"buffer[h] = v{k}_{i}")
+    code("cuda.syncthreads()")
+    for k in range(kq2):  # phase 2: tile -> destination
+        _chain(code, "q", "b_row + fresh", "b_step", k)
+        ok = "q < row2s"
+        if masked:
+            ok += " and table2_c[q] < limit2_c and table2_d[q] < limit2_d"
+        code(f"ok = {ok}")
+        for i in range(ir2):
+            _chain(code, "r", "b_lane + fresh", "b_st", i)
+            _chain(code, "d", "dbase + table2_a[q] + b_lx", "b_sx", i)
+            _chain(code, "h", "table2_b[q] + b_ly", "b_sy", i)
+            code(f"if ok and r < {'limit2' if masked else 'run2'}:")
+            with code.block():
+                value = "(buffer[h, 0], buffer[h, 1])" if pair else "buffer[h]"
+                code(f"store_unit(d, {value}, prototype)")
+    code("cuda.syncthreads()")
+
+
+def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units, wide):
     """Python source of the ``tiled`` kernel (see the module docstring)."""
     pair = unit == 16
+    offset_type = "np.int64" if wide else "np.int32"
     code = _Code()
 
     def phase(p):
@@ -264,50 +365,23 @@ def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units):
         else:
             code(f"buffer = cuda.shared.array({shared_units}, {_UNIT_TYPES[unit]})")
         for p in (1, 2):
-            _table_code(code, f"table{p}", f"row{p}", "global", "shared")
+            _table_code(code, f"table{p}", f"row{p}", "global", "shared", TILED_ROWS, offset_type,
+                        "np.int32")  # fmt: skip
         code("cuda.syncthreads()")
-        _mapping_code(code, "a", "tx1", ir1, kq1, "run1_global", "run1_shared")
-        _mapping_code(code, "b", "tx2", ir2, kq2, "run2_global", "run2_shared")
+        _mapping_code(code, "a", "tx1", "run1_global", "run1_shared")
+        _mapping_code(code, "b", "tx2", "run2_global", "run2_shared")
         _walk_start(code, grid)
-        _rems(code)
-        for p in (1, 2):
-            _select(code, f"rem_run{p}", f"run{p}_sel", _BIG)
-            code(f"limit{p} = run{p}", f"if run{p}_sel < {MASK_AXES}:",
-                 f"    limit{p} = min(run{p}, run{p}_mult * rem_run{p})")  # fmt: skip
-            _select(code, f"limit{p}_c", f"row{p}_sel1", _BIG)
-            _select(code, f"limit{p}_d", f"row{p}_sel2", _BIG)
-        # phase 1: source -> tile
-        for k in range(kq1):
-            code(f"ok{k} = table1_c[a_q{k}] < limit1_c and table1_d[a_q{k}] < limit1_d",
-                 f"s{k} = sbase + table1_a[a_q{k}]", f"h{k} = table1_b[a_q{k}]")  # fmt: skip
-        for k in range(kq1):
-            for i in range(ir1):
-                code(f"go{k}_{i} = ok{k} and a_r{i} < limit1", f"v{k}_{i} = prototype",
-                     f"if go{k}_{i}:", f"    v{k}_{i} = load_unit(s{k} + a_x{i}, prototype)")  # fmt: skip
-        for k in range(kq1):
-            for i in range(ir1):
-                code(f"if go{k}_{i}:")
-                with code.block():
-                    if pair:
-                        code(f"buffer[h{k} + a_y{i}, 0] = v{k}_{i}[0]",
-                             f"buffer[h{k} + a_y{i}, 1] = v{k}_{i}[1]")  # fmt: skip
-                    else:
-                        code(f"buffer[h{k} + a_y{i}] = v{k}_{i}")
-        code("cuda.syncthreads()")
-        # phase 2: tile -> destination
-        for k in range(kq2):
-            code(f"ok{k} = table2_c[b_q{k}] < limit2_c and table2_d[b_q{k}] < limit2_d",
-                 f"d{k} = dbase + table2_a[b_q{k}]", f"h{k} = table2_b[b_q{k}]")  # fmt: skip
-        for k in range(kq2):
-            for i in range(ir2):
-                code(f"if ok{k} and b_r{i} < limit2:")
-                with code.block():
-                    if pair:
-                        value = f"(buffer[h{k} + b_y{i}, 0], buffer[h{k} + b_y{i}, 1])"
-                    else:
-                        value = f"buffer[h{k} + b_y{i}]"
-                    code(f"store_unit(d{k} + b_x{i}, {value}, prototype)")
-        code("cuda.syncthreads()")
+        code("if full:")
+        with code.block():
+            _tiled_moves(code, ir1, kq1, ir2, kq2, pair, masked=False)
+        code("else:")
+        with code.block():
+            for p in (1, 2):
+                _select(code, f"rem_run{p}", f"run{p}_sel", _BIG)
+                code(f"limit{p} = run{p}", f"if run{p}_sel < {MASK_AXES}:",
+                     f"    limit{p} = min(run{p}, run{p}_mult * rem_run{p})")  # fmt: skip
+                _row_limits(code, f"limit{p}", f"row{p}_sel1", f"row{p}_sel2")
+            _tiled_moves(code, ir1, kq1, ir2, kq2, pair, masked=True)
         _walk_end(code, grid)
     return code.text()
 
@@ -360,8 +434,9 @@ def block_source(unit, ka, kb, vs, vd, grid):
                  f"tdst += digit * dst_thread[{e}]", f"tsrc += digit * src_thread[{e}]",
                  *(f"k{s} += digit * coord[{e * BLOCK_SLOTS + s}]" for s in range(BLOCK_SLOTS)))  # fmt: skip
         code("active = rest == 0")
-        _walk_start(code, grid)
-        code(*(f"rem{s} = mask_extent[{s}] - g{s} * mask_tile[{s}]" for s in range(BLOCK_SLOTS)))
+        _walk_start(code, grid, masks=False)
+        code(*(f"rem{s} = mask_extent[{s}] - np.int64(g{s}) * mask_tile[{s}]"
+               for s in range(BLOCK_SLOTS)))
         inside = " and ".join(f"k{s} < rem{s}" for s in range(BLOCK_SLOTS))
         code(f"if active and {inside}:")
         with code.block():
@@ -522,7 +597,7 @@ def argument_types(kernel, key):
 
     Examples
     --------
-    >>> len(argument_types("direct", (4, 0, 1, 16, 4)))
+    >>> len(argument_types("direct", (4, 0, 1, 16, 4, 0)))
     24
     """
     from numba import types
@@ -539,7 +614,7 @@ def argument_types(kernel, key):
 
     rows = [i64] * 7 + [ints(ROW_AXES)] * 3
     if kernel == DIRECT:
-        unit, src_unit, _, _, grid = key
+        unit, src_unit, grid = key[0], key[1], key[4]
         middle = [i64] * 4 + rows
         protos = [unit_type(unit), unit_type(src_unit or unit)]
     elif kernel == TILED:

@@ -82,8 +82,14 @@ THREADS = 256
 #: Units each thread moves per tile, by unit size: 64 bytes in flight per thread for 4-16
 #: byte units, 16 or 32 for the narrow units (registers).
 ITEMS = {1: 16, 2: 16, 4: 16, 8: 8, 16: 4}
-#: Most rows of a tile (entries of a row table in shared memory).
-MAX_ROWS = 256
+#: Most rows of a ``direct`` tile and of each phase of a ``tiled`` tile (entries of the
+#: row tables in shared memory: 16 bytes each, 24 with 64-bit offsets). A run of ``r``
+#: units needs ``THREADS * ITEMS / r`` rows to give every thread its items.
+DIRECT_ROWS = 1024
+TILED_ROWS = 512
+#: Offsets within a tile fit in 32 bits below this span (bytes); larger tiles use 64-bit
+#: offsets (the ``wide`` kernels).
+NARROW_SPAN = 1 << 31
 #: Axes folded into the rows of a ``direct`` or ``tiled`` tile.
 ROW_AXES = 6
 #: Chunked axes of a ``direct`` or ``tiled`` tile (its first grid axes; their remaining
@@ -468,11 +474,18 @@ def _mappings(run, rows, items):
         ty = THREADS // tx
         for ir in (1, items):
             kq = items // ir
-            if tx * ir >= run and ty * kq >= rows and ty * kq <= MAX_ROWS:
+            if tx * ir >= run and ty * kq >= rows and ty * kq <= TILED_ROWS:
                 out.append((tx, ir, kq))
         tx *= 2
     # fewest slots beyond the run per lane row, then fewest table rows per thread
     return sorted(out, key=lambda m: (m[0] * m[1] - run if m[0] * m[1] >= run else run, m[2]))
+
+
+def _span(rows, tile, strides, run_axis, run_slots):
+    """Largest offset (bytes, in magnitude) within a tile that a phase computes: its rows'
+    offsets plus ``run_slots`` positions along the run (lanes past the run included)."""
+    span = (run_slots - 1) * abs(strides[run_axis])
+    return span + sum((tile[k] - 1) * abs(strides[k]) for k in rows)
 
 
 def _row_arguments(shape, strides_a, strides_b, row_axes, tile):
@@ -537,7 +550,7 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
         ty = THREADS // tx
         for ir in (1, items):
             kq = items // ir
-            capacity = min(ty * kq, MAX_ROWS)
+            capacity = min(ty * kq, DIRECT_ROWS)
             run = min(shape[run_axis], tx * ir)
             rows, tile, volume = [], {}, 1
             for k in range(run_axis - 1, -1, -1):  # the next destination axes, fastest first
@@ -563,7 +576,8 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
     )
     row_extent, row_dst, row_src = _row_arguments(shape, ds, ss, rows, tile)
     rows_count = _volume(tile[k] for k in rows)
-    key = (unit, src_unit, ir, kq, len(count))
+    wide = max(_span(rows, tile, side, run_axis, tx * ir) for side in (ds, ss)) >= NARROW_SPAN
+    key = (unit, src_unit, ir, kq, len(count), int(wide))
     args = (tx, run, ds[run_axis], ss[run_axis], rows_count,
             *_row_masks(rows, tile, shape, chunk_axes), row_extent, row_dst, row_src, count,
             dst_step, src_step, mask_extent, mask_tile, n_tiles)  # fmt: skip
@@ -675,7 +689,8 @@ def _tile_candidates(shape, ds, ss, unit, fast):
     from ``fast`` and the destination's from the last axis, each to ``RUN_BYTES``; an axis
     on both chains goes to the run that takes it first (both orders are tried). Then more
     axes join (the chains' next, then any) until the tile holds ``THREADS * ITEMS[unit]``
-    units. A deinterleave tile (the source's chain reaches the destination's fastest
+    units; a tile still short of that also comes with its runs lengthened (see
+    :func:`_lengthen_runs`). A deinterleave tile (the source's chain reaches the destination's fastest
     axis after a few short axes) and its mirror share one axis between the two runs.
     """
     last = len(shape) - 1
@@ -690,6 +705,8 @@ def _tile_candidates(shape, ds, ss, unit, fast):
                 break
         _fill(tile, chains, ss)
         yield dict(tile.extent), tile.runs[0], tile.runs[1], 0
+        if _lengthen_runs(tile, chains):
+            yield dict(tile.extent), tile.runs[0], tile.runs[1], 0
     for side in (0, 1):  # a run through a few short axes into the other side's fastest axis
         chain, target = chains[side], chains[1 - side][0]
         if target not in chain or chain.index(target) == 0:
@@ -718,9 +735,26 @@ def _capacity(run, items):
     while tx <= THREADS:
         for ir in (1, items):
             if tx * ir >= run:
-                best = max(best, run * min(MAX_ROWS, THREADS // tx * (items // ir)))
+                best = max(best, run * min(TILED_ROWS, THREADS // tx * (items // ir)))
         tx *= 2
     return best
+
+
+def _lengthen_runs(tile, chains):
+    """Grow the runs of a tile that is still short of its volume (no other axis could
+    fill it: a 2-d transpose, or a short axis with nothing beside it), the shorter in
+    bytes first, each until whole or the tile full. Returns whether the tile grew.
+
+    Without this a 2-d transpose of 16-byte units kept 16 x 16 tiles: a quarter of the
+    block's ``THREADS * ITEMS`` slots, every tile paying the whole block's index work.
+    """
+    grew = False
+    while tile.volume() * 2 <= tile.limit:
+        sides = sorted((0, 1), key=tile.run_bytes)
+        if not any(tile.runs[side] and tile.grow_run(side, chains[side]) for side in sides):
+            break
+        grew = True
+    return grew
 
 
 def _fill(tile, chains, ss):
@@ -836,8 +870,9 @@ def tiled_launch(shape, ds, ss, unit, fast, dst_offset=0, src_offset=0):
     count, dst_step, src_step, mask_extent, mask_tile, n_tiles = _grid(
         shape, ds, ss, chunked, _by_dst_order(batch)
     )
-    phase_args, key_parts = [], []
+    phase_args, key_parts, wide = [], [], False
     for side_strides, (run, rows, (tx, ir, kq)) in zip((ss, ds), phases, strict=True):
+        wide |= _span(rows, tile, side_strides, run[0], tx * ir) >= NARROW_SPAN
         run_len = _volume(tile[k] for k in run)
         run_sel, run_mult = MASK_AXES, 1
         if tile[run[-1]] < shape[run[-1]]:
@@ -848,7 +883,7 @@ def tiled_launch(shape, ds, ss, unit, fast, dst_offset=0, src_offset=0):
                        _volume(tile[k] for k in rows), *_row_masks(rows, tile, shape, chunk_axes),
                        row_extent, row_global, row_shared]  # fmt: skip
         key_parts += [ir, kq]
-    key = (unit, *key_parts, len(count), shared_units)
+    key = (unit, *key_parts, len(count), shared_units, int(wide))
     args = (*phase_args, count, dst_step, src_step, mask_extent, mask_tile, n_tiles)
     runs = "/".join(str(unit * _volume(tile[k] for k in run)) for run, _, _ in phases)
     text = f"tiled/{unit}B {'x'.join(str(tile[k]) for k in sorted(tile))} runs {runs}B"
