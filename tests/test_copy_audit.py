@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from helpers.copy_audit import access_terms, misaligned_accesses
+from helpers.copy_audit import access_terms, misaligned_accesses, narrow_overflows
 from helpers.copy_cases import copy_cases, layout_of, random_pair_spec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,6 +31,7 @@ def _audit(dst_layout, src_layout, dst_ptr, src_ptr):
         return None
     bad = misaligned_accesses(plan, dst_ptr, src_ptr)
     assert not bad, (dst_layout, src_layout, dst_ptr % 16, src_ptr % 16, plan.describe(), bad)
+    assert not narrow_overflows(plan), (dst_layout, src_layout, plan.describe())
     return plan
 
 
@@ -71,3 +72,11 @@ def test_the_audit_sees_a_misaligned_base():
     assert max(sizes) >= 8
     assert misaligned_accesses(plan, 0, 0) == []
     assert misaligned_accesses(plan, 4, 0) and misaligned_accesses(plan, 0, 2)
+
+
+def test_tables_of_tiles_past_two_gigabytes_are_wide():
+    """A 64-bit offset within a tile (rows 1.5 GiB apart) gets the wide kernels."""
+    dst = StridedLayout.dense((4, 2**20), 4)
+    src = StridedLayout((4, 2**20), (3 << 27, 1), 4)
+    plan = plan_copy(dst, src, 0, 0, True, True)
+    assert plan.launches[0].key[-1] == 1 and not narrow_overflows(plan)

@@ -50,7 +50,7 @@ __all__ = ["launch_plan", "kernel_source", "kernel_for", "argument_types", "grid
 
 #: Bytes each SM should keep loading at once: enough blocks are launched for this, within
 #: what the SM can hold (the driver's occupancy for the compiled kernel).
-IN_FLIGHT_PER_SM = 64 << 10
+IN_FLIGHT_PER_SM = 128 << 10
 
 _BIG = 1 << 62
 _BIG32 = (1 << 31) - 1
@@ -139,10 +139,11 @@ def _walk_start(code, grid, masks=True):
     """Split ``blockIdx.x`` and ``gridDim.x`` into 32-bit digits over the grid axes; with
     ``masks``, each tile's remaining extents ``rem<j>`` and whether it is ``full``."""
     code(*(f"c{j} = np.int32(grid_count[{j}])" for j in range(grid)))
-    code("t = cuda.blockIdx.x", "rest = t", "stride = cuda.gridDim.x", "jump = stride")
-    for j in range(grid):
-        code(f"g{j} = np.int32(rest % c{j})", f"rest = rest // c{j}",
-             f"i{j} = np.int32(jump % c{j})", f"jump = jump // c{j}")  # fmt: skip
+    code("t = cuda.blockIdx.x", "rest = np.uint32(t)", "stride = cuda.gridDim.x",
+         "jump = np.uint32(stride)")  # fmt: skip
+    for j in range(grid):  # 32-bit divisions (see _table_code)
+        code(f"g{j} = np.int32(rest % np.uint32(c{j}))", f"rest = np.uint32(rest // np.uint32(c{j}))",
+             f"i{j} = np.int32(jump % np.uint32(c{j}))", f"jump = np.uint32(jump // np.uint32(c{j}))")  # fmt: skip
     code("while t < n_tiles:")
     code.depth += 1
     # products in 64 bits (under the simulator an np.int32 digit would multiply in 32)
@@ -182,15 +183,19 @@ def _table_code(code, name, prefix, first, second, size, first_type, second_type
          f"{name}_d = cuda.shared.array({size}, np.int32)",
          "q = cuda.threadIdx.x", f"while q < {size}:")  # fmt: skip
     with code.block():
-        code("rest = q", "oa = 0", "ob = 0")
+        # Unsigned 32-bit divisions (row numbers and tile extents are small): Numba widens
+        # them to 64 bits, and LLVM narrows a division of zero-extended operands back; a
+        # signed 64-bit division is a call of some 70 instructions.
+        code("rest = np.uint32(q)", "oa = 0", "ob = 0")
         for j in range(ROW_AXES):
-            code(f"position = rest % {prefix}_extent[{j}]", f"rest = rest // {prefix}_extent[{j}]",
+            extent = f"np.uint32({prefix}_extent[{j}])"
+            code(f"position = np.int64(rest % {extent})", f"rest = np.uint32(rest // {extent})",
                  f"oa += position * {prefix}_{first}[{j}]",
                  f"ob += position * {prefix}_{second}[{j}]")  # fmt: skip
-        code(f"{name}_a[q] = oa", f"{name}_b[q] = ob",
-             f"{name}_c[q] = q // {prefix}_inner1 % min({prefix}_extent1, {_BIG32})",
-             f"{name}_d[q] = q // {prefix}_inner2 % min({prefix}_extent2, {_BIG32})",
-             f"q += {THREADS}")  # fmt: skip
+        for part, k in (("c", 1), ("d", 2)):
+            code(f"{name}_{part}[np.uint32(q)] = np.uint32(np.uint32(q) // np.uint32({prefix}_inner{k})) "
+                 f"% np.uint32(min({prefix}_extent{k}, {_BIG32}))")  # fmt: skip
+        code(f"{name}_a[np.uint32(q)] = oa", f"{name}_b[np.uint32(q)] = ob", f"q += {THREADS}")
 
 
 def _select(code, target, sel, default):
@@ -212,14 +217,16 @@ _ROW_PARAMETERS = ("{p}s, {p}_inner1, {p}_extent1, {p}_sel1, {p}_inner2, {p}_ext
                    "{p}_extent")
 
 
-def _mapping_code(code, name, tx, first, second):
+def _mapping_code(code, name, tx, first, second, run):
     """Per-thread constants of a phase: the lane along the run and the first table row,
-    the lane's offsets by ``first`` and ``second`` and the steps to the thread's next run
-    position (``tx`` lanes on). Everything else is stepped from these inside the tile
-    loop (see :func:`_chain`)."""
-    code(f"{name}_lane = cuda.threadIdx.x % {tx}",
-         f"{name}_row = np.int32(cuda.threadIdx.x // {tx})",
-         f"{name}_step = np.int32({THREADS} // {tx})",
+    the lane's offsets by ``first`` and ``second``, the steps to the thread's next run
+    position (``tx`` lanes on) and how many of its positions lie on a full tile's run
+    (``{name}_n``: a full tile checks item ``i`` with one compare against a constant).
+    Everything else is stepped from these inside the tile loop (see :func:`_chain`)."""
+    code(f"{name}_lane = np.int64(np.uint32(cuda.threadIdx.x) % np.uint32({tx}))",
+         f"{name}_n = np.int32(np.uint32(max({run} - {name}_lane, 0) + {tx} - 1) // np.uint32({tx}))",
+         f"{name}_row = np.int32(np.uint32(cuda.threadIdx.x) // np.uint32({tx}))",
+         f"{name}_step = np.int32(np.uint32({THREADS}) // np.uint32({tx}))",
          f"{name}_lx = {name}_lane * {first}", f"{name}_ly = {name}_lane * {second}",
          f"{name}_sx = {tx} * {first}", f"{name}_sy = {tx} * {second}",
          f"{name}_st = np.int32({tx})")  # fmt: skip
@@ -227,6 +234,9 @@ def _mapping_code(code, name, tx, first, second):
 
 def _chain(code, variable, start, step, index):
     """``variable`` for item ``index`` of a chain: ``start`` for the first, then stepped.
+
+    Arrays are indexed with ``np.uint32`` of such values: Numba adds the array's length to
+    a negative signed index (three instructions per access); an unsigned index has none.
 
     Offsets are stepped from loop-variant values (``fresh``, the tile's bases) rather
     than precomputed per item: the compiler would hoist per-item constants out of the
@@ -256,12 +266,13 @@ def _direct_moves(code, ir, kq, src_unit, unit, masked):
         _chain(code, "q", "m_row + fresh", "m_step", k)
         ok = "q < rows"
         if masked:
-            ok += " and table_c[q] < limit_c and table_d[q] < limit_d"
+            ok += " and table_c[np.uint32(q)] < limit_c and table_d[np.uint32(q)] < limit_d"
         code(f"ok{k} = {ok}")
         for i in range(ir):
-            _chain(code, "r", "m_lane + fresh", "m_st", i)
-            _chain(code, "s", "sbase + table_b[q] + m_ly", "m_sy", i)
-            code(f"go{k}_{i} = ok{k} and r < {'limit' if masked else 'run'}",
+            if masked:
+                _chain(code, "r", "m_lane + fresh", "m_st", i)
+            _chain(code, "s", "sbase + table_b[np.uint32(q)] + m_ly", "m_sy", i)
+            code(f"go{k}_{i} = ok{k} and {'r < limit' if masked else f'm_n > {i}'}",
                  f"v{k}_{i} = prototype", f"if go{k}_{i}:")  # fmt: skip
             with code.block():
                 if src_unit:
@@ -272,7 +283,7 @@ def _direct_moves(code, ir, kq, src_unit, unit, masked):
     for k in range(kq):
         _chain(code, "q", "m_row + fresh", "m_step", k)
         for i in range(ir):
-            _chain(code, "d", "dbase + table_a[q] + m_lx", "m_sx", i)
+            _chain(code, "d", "dbase + table_a[np.uint32(q)] + m_lx", "m_sx", i)
             code(f"if go{k}_{i}:")
             with code.block():
                 code(f"store_unit(d, v{k}_{i}, prototype)")
@@ -288,7 +299,7 @@ def direct_source(unit, src_unit, ir, kq, grid, wide):
     with code.block():
         _table_code(code, "table", "row", "dst", "src", DIRECT_ROWS, offset_type, offset_type)
         code("cuda.syncthreads()")
-        _mapping_code(code, "m", "tx", "run_dst", "run_src")
+        _mapping_code(code, "m", "tx", "run_dst", "run_src", "run")
         _walk_start(code, grid)
         code("if full:")
         with code.block():
@@ -310,38 +321,40 @@ def _tiled_moves(code, ir1, kq1, ir2, kq2, pair, masked):
         _chain(code, "q", "a_row + fresh", "a_step", k)
         ok = "q < row1s"
         if masked:
-            ok += " and table1_c[q] < limit1_c and table1_d[q] < limit1_d"
+            ok += " and table1_c[np.uint32(q)] < limit1_c and table1_d[np.uint32(q)] < limit1_d"
         code(f"ok{k} = {ok}")
         for i in range(ir1):
-            _chain(code, "r", "a_lane + fresh", "a_st", i)
-            _chain(code, "s", "sbase + table1_a[q] + a_lx", "a_sx", i)
-            code(f"go{k}_{i} = ok{k} and r < {'limit1' if masked else 'run1'}",
+            if masked:
+                _chain(code, "r", "a_lane + fresh", "a_st", i)
+            _chain(code, "s", "sbase + table1_a[np.uint32(q)] + a_lx", "a_sx", i)
+            code(f"go{k}_{i} = ok{k} and {'r < limit1' if masked else f'a_n > {i}'}",
                  f"v{k}_{i} = prototype",
                  f"if go{k}_{i}:", f"    v{k}_{i} = load_unit(s, prototype)")  # fmt: skip
     for k in range(kq1):
         _chain(code, "q", "a_row + fresh", "a_step", k)
         for i in range(ir1):
-            _chain(code, "h", "table1_b[q] + a_ly", "a_sy", i)
+            _chain(code, "h", "table1_b[np.uint32(q)] + a_ly", "a_sy", i)
             code(f"if go{k}_{i}:")
             with code.block():
                 if pair:
-                    code(f"buffer[h, 0] = v{k}_{i}[0]", f"buffer[h, 1] = v{k}_{i}[1]")
+                    code(f"buffer[np.uint32(h), 0] = v{k}_{i}[0]", f"buffer[np.uint32(h), 1] = v{k}_{i}[1]")
                 else:
-                    code(f"buffer[h] = v{k}_{i}")
+                    code(f"buffer[np.uint32(h)] = v{k}_{i}")
     code("cuda.syncthreads()")
     for k in range(kq2):  # phase 2: tile -> destination
         _chain(code, "q", "b_row + fresh", "b_step", k)
         ok = "q < row2s"
         if masked:
-            ok += " and table2_c[q] < limit2_c and table2_d[q] < limit2_d"
+            ok += " and table2_c[np.uint32(q)] < limit2_c and table2_d[np.uint32(q)] < limit2_d"
         code(f"ok = {ok}")
         for i in range(ir2):
-            _chain(code, "r", "b_lane + fresh", "b_st", i)
-            _chain(code, "d", "dbase + table2_a[q] + b_lx", "b_sx", i)
-            _chain(code, "h", "table2_b[q] + b_ly", "b_sy", i)
-            code(f"if ok and r < {'limit2' if masked else 'run2'}:")
+            if masked:
+                _chain(code, "r", "b_lane + fresh", "b_st", i)
+            _chain(code, "d", "dbase + table2_a[np.uint32(q)] + b_lx", "b_sx", i)
+            _chain(code, "h", "table2_b[np.uint32(q)] + b_ly", "b_sy", i)
+            code(f"if ok and {'r < limit2' if masked else f'b_n > {i}'}:")
             with code.block():
-                value = "(buffer[h, 0], buffer[h, 1])" if pair else "buffer[h]"
+                value = "(buffer[np.uint32(h), 0], buffer[np.uint32(h), 1])" if pair else "buffer[np.uint32(h)]"
                 code(f"store_unit(d, {value}, prototype)")
     code("cuda.syncthreads()")
 
@@ -368,8 +381,8 @@ def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units, wide):
             _table_code(code, f"table{p}", f"row{p}", "global", "shared", TILED_ROWS, offset_type,
                         "np.int32")  # fmt: skip
         code("cuda.syncthreads()")
-        _mapping_code(code, "a", "tx1", "run1_global", "run1_shared")
-        _mapping_code(code, "b", "tx2", "run2_global", "run2_shared")
+        _mapping_code(code, "a", "tx1", "run1_global", "run1_shared", "run1")
+        _mapping_code(code, "b", "tx2", "run2_global", "run2_shared", "run2")
         _walk_start(code, grid)
         code("if full:")
         with code.block():
@@ -637,8 +650,10 @@ def grid_blocks(tiles, in_flight, multiprocessors, resident):
 
     Examples
     --------
-    >>> grid_blocks(10_000, 16384, 132, 8)  # 4 blocks of 16 KB per SM, 19 tiles each
-    527
+    >>> grid_blocks(10_000, 16384, 132, 8)  # 8 blocks of 16 KB per SM, 10 tiles each
+    1000
+    >>> grid_blocks(10_000, 16384, 132, 2)  # registers allow 2 blocks per SM
+    264
     >>> grid_blocks(7, 16384, 132, 8)
     7
     """

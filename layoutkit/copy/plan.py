@@ -95,9 +95,11 @@ ROW_AXES = 6
 #: Chunked axes of a ``direct`` or ``tiled`` tile (its first grid axes; their remaining
 #: extents mask a partly filled tile).
 MASK_AXES = 3
-#: Grid axes are padded to one of these counts (fewer kernel specialisations; an unused
-#: axis costs a few integer operations per tile).
-GRID_SIZES = (8, 16, 66)
+#: Grid axes are padded to one of these counts (fewer kernel specialisations). An unused
+#: axis costs about 14 instructions per tile (its product with both grid strides and its
+#: odometer step): with 8 as the smallest size, a tile of 64 bytes per thread spent a
+#: quarter of its ~240 instructions on axes of extent 1.
+GRID_SIZES = (4, 6, 8, 16, 66)
 #: A run along the destination's fastest axis that is contiguous on both sides and at
 #: least this long (bytes) is moved by ``direct``: a warp then reads whole 32-byte sectors
 #: of the source without a transpose. Shorter common runs (a transpose of 12-byte
@@ -117,6 +119,10 @@ BLOCK_EDGES = 0.125
 #: Lanes of a warp along the source's chain in the ``block`` kernel (8 x 16-byte vectors:
 #: a 128-byte line); the other 4 lanes run along the destination's chain.
 BLOCK_SOURCE_LANES = 8
+#: A ``block`` launch whose blocks would leave most threads idle (the thread axes found
+#: no room) is refused for ``tiled`` past this many tiles; below it the copy is small
+#: and latency-bound either way.
+BLOCK_IDLE_TILES = 1024
 #: Host <-> device: rows of a driver 2-d copy shorter than this (bytes) are staged instead
 #: (the copy engine's per-row cost).
 COPY2D_MIN_ROW = 512
@@ -539,8 +545,8 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
 
     ``src_unit`` (a fill) makes each ``unit``-byte destination unit from one repeated
     ``src_unit``-byte source unit. The mapping with the most useful slots wins (short
-    rows are folded together, several small axes into one tile), then the one with the
-    widest lanes along the run and the fewest rows per thread.
+    rows are folded together, several small axes into one tile) and so the fewest tiles,
+    then the one with the widest lanes along the run and the fewest rows per thread.
     """
     items = ITEMS[unit]
     m = len(shape)
@@ -562,7 +568,11 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
                 volume *= take
                 if take < shape[k]:
                     break
-            score = (run * volume / (THREADS * items), min(tx, 32), ir)
+            # fewest tiles first: a partly filled tile costs a whole one (11 = 8 + 3
+            # along the run was two tiles where one of 11 fits)
+            tiles = -(-shape[run_axis] // run) * _volume(
+                -(-shape[k] // tile.get(k, 1)) for k in range(run_axis))
+            score = (-tiles, min(tx, 32), ir)
             if best is None or score > best[0]:
                 best = (score, tx, ir, kq, run, rows, tile)
     _, tx, ir, kq, run, rows, tile = best
@@ -860,7 +870,13 @@ def tiled_launch(shape, ds, ss, unit, fast, dst_offset=0, src_offset=0):
     best = None
     for tile, run1, run2, primary in _tile_candidates(shape, ds, ss, unit, fast):
         candidate = _tiled_layout(shape, ds, ss, unit, tile, run1, run2, primary)
-        if candidate is not None and (best is None or candidate[0] < best[0]):
+        if candidate is None:
+            continue
+        # a partly filled tile costs a whole one: the cost per byte of the copy grows by
+        # the slots of the chunked axes' last tiles (17 = 16 + 1 is twice 17)
+        waste = _volume(-(-shape[k] // e) * e / shape[k] for k, e in tile.items())
+        candidate = (candidate[0] * waste, *candidate[1:])
+        if best is None or candidate[0] < best[0]:
             best = candidate
     if best is None:
         return direct_launch(shape, ds, ss, unit, 0, dst_offset, src_offset)
@@ -1103,6 +1119,8 @@ def _block_bulk(shape, ds, ss, unit, a, b, block):
     count, dst_grid, src_grid, mask_extent, mask_tile, n_tiles = _grid(
         shape, ds, ss, chunked, _by_dst_order(batch)
     )
+    if _volume(e[1] for e in entries) * 2 < THREADS and n_tiles > BLOCK_IDLE_TILES:
+        return None  # most threads of many blocks would idle: a tiled launch instead
     counts = _pad([e[1] for e in entries], BLOCK_THREAD_AXES, 1)
     dst_thread = _pad([e[2] * ds[e[0]] for e in entries], BLOCK_THREAD_AXES, 0)
     src_thread = _pad([e[2] * ss[e[0]] for e in entries], BLOCK_THREAD_AXES, 0)

@@ -18,7 +18,7 @@ offending combination is always masked.
 
 from layoutkit.copy.plan import BLOCK_SLOTS, BLOCK_THREAD_AXES, ROW_AXES
 
-__all__ = ["access_terms", "audit_plan", "misaligned_accesses"]
+__all__ = ["access_terms", "audit_plan", "misaligned_accesses", "narrow_overflows"]
 
 
 def _residues(base, terms, size):
@@ -115,3 +115,22 @@ def audit_plan(plan, dst_ptr, src_ptr):
     """Raise AssertionError naming the first misaligned access of a plan, if any."""
     bad = misaligned_accesses(plan, dst_ptr, src_ptr)
     assert not bad, f"misaligned accesses in {plan.describe()}: {bad}"
+
+
+def narrow_overflows(plan):
+    """``[launch text]`` of the launches whose row tables hold 32-bit offsets (key's last
+    element 0) although a row offset can reach 2**31 in magnitude (the tables keep
+    ``sum((extent - 1) * |stride|)`` over a phase's row axes)."""
+    out = []
+    for launch in plan.launches:
+        if launch.kernel == "block" or launch.key[-1]:
+            continue
+        a = launch.args
+        if launch.kernel == "direct":
+            tables = [(a[11], a[12]), (a[11], a[13])]
+        else:
+            tables = [(a[13], a[14]), (a[16 + 13], a[16 + 14])]
+        for extents, strides in tables:
+            if sum((e - 1) * abs(s) for e, s in zip(extents, strides, strict=True)) >= 2**31:
+                out.append(launch.text)
+    return out
