@@ -41,7 +41,35 @@ def specialisations(extra_seeds=()):
             plan = plan_copy(dst, src, misalign, misalign, True, True)
             keys.update((launch.kernel, launch.key) for launch in plan.launches)
     keys.update(named_specialisations())
+    keys.update(test_specialisations())
     return sorted(keys, key=str)
+
+
+def test_specialisations():
+    """The kernels of ``tests/test_copy_cuda.py``'s named layouts (those the memcheck run
+    copies too): planned from the host arrays the tests build."""
+    from helpers.copy_cases import layout_of
+    from test_copy_cuda import LAYOUTS, _named
+
+    from layoutkit.copy.plan import plan_copy
+
+    cases = [(itemsize, LAYOUTS[name], shape) for itemsize in (1, 2, 3, 4, 8, 12, 16)
+             for name in LAYOUTS for shape in ((67, 45), (37, 45))]  # fmt: skip
+    cases += [(itemsize, lambda a: a.T, (40, 75)) for itemsize in (1, 2)]
+    cases += [(itemsize, lambda a: a.reshape(13, 5, 3).transpose(2, 0, 1), (13, 15))
+              for itemsize in (1, 2)]  # fmt: skip
+    keys = set()
+    for itemsize, make, shape in cases:
+        _, dst, _, src = _named(itemsize, make, shape)
+        if dst.size == 0:
+            continue
+        src_layout = layout_of(src)
+        if src.shape != dst.shape:
+            src_layout = src_layout.broadcast_to(dst.shape)
+        plan = plan_copy(layout_of(dst), src_layout, dst.__array_interface__["data"][0],
+                         src.__array_interface__["data"][0], True, True)  # fmt: skip
+        keys.update((launch.kernel, launch.key) for launch in plan.launches)
+    return keys
 
 
 def named_specialisations():
