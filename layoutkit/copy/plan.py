@@ -842,11 +842,20 @@ def _warp_addresses(tx, run_len, run_stride, rows, tile, strides, scale):
     return out
 
 
+#: Issue cost of a ``tiled`` item taken as one of a thread's rows (``kq > 1``) relative to
+#: one taken along the run: each row reads its table entries and forms its own addresses
+#: (SASS of the full-tile loop, 4-byte units: about 26 and 17 instructions per row item in
+#: phases 1 and 2, 6 along the run). 2, not 3-4: the sector model sees one warp
+#: instruction, and a thread's run items reuse the sectors of its previous ones.
+ROW_ITEM_COST = 2
+
+
 def _best_mapping(run, rows, tile, side_strides, h, unit):
     """The mapping of one phase with the lowest cost, and that cost (per byte moved).
 
     The cost adds the sectors of the global access (by the efficiency of one warp) and the
-    shared-memory passes of all warp instructions (issue slots times bank passes).
+    issue slots of all warp instructions (a row item counting ``ROW_ITEM_COST``) plus the
+    shared-memory passes they take.
     """
     items = ITEMS[unit]
     run_len = _volume(tile[k] for k in run)
@@ -858,7 +867,8 @@ def _best_mapping(run, rows, tile, side_strides, h, unit):
         shared = _warp_addresses(tx, run_len, h[run[0]], rows, tile, h, unit)
         efficiency = _sector_efficiency(glob, unit)
         degree = _bank_degree(shared, unit)
-        cost = 1 / (32 * efficiency) + THREADS * items / 32 * (1 + degree) / volume_bytes
+        issue = (ROW_ITEM_COST if kq > 1 else 1) + degree
+        cost = 1 / (32 * efficiency) + THREADS * items / 32 * issue / volume_bytes
         if best is None or cost < best[0]:
             best = (cost, (tx, ir, kq))
     return best
