@@ -35,16 +35,16 @@ step() {
     tail -n 4 "$out/$name.log" | cut -c1-300
 }
 
-if [ "$mode" = check ]; then
-    step warm 75 python3 benchmarks/warm_copy_kernels.py --seeds "$seed"
+if [ "$mode" = check ]; then  # at most 7.3 minutes of step limits
+    step warm 70 python3 benchmarks/warm_copy_kernels.py --seeds "$seed"
     tests="python3 -m pytest -m cuda -q -p no:cacheprovider tests/test_copy_cuda.py"
-    step cuda_random 45 $tests -k "test_random_layouts"
-    step cuda_generator 45 $tests -k "test_generator_layouts"
-    step cuda_named 45 $tests -k "not sanitizer and not test_random_layouts and not test_generator_layouts"
-    step memcheck 75 $tests -k sanitizer
-    step random 140 python3 benchmarks/bench_copy_random.py --seeds "$seed" --cases 60 \
-        --time-limit 95 --log "$out/random_cases.log"
-    step named 50 python3 benchmarks/bench_copy.py --quick
+    step cuda_random 40 $tests -k "test_random_layouts"
+    step cuda_generator 40 $tests -k "test_generator_layouts"
+    step cuda_named 40 $tests -k "not sanitizer and not test_random_layouts and not test_generator_layouts"
+    step memcheck 70 $tests -k sanitizer
+    step random 130 python3 benchmarks/bench_copy_random.py --seeds "$seed" --cases 100 \
+        --time-limit 95 --no-transfers --log "$out/random_cases.log"
+    step named 45 python3 benchmarks/bench_copy.py --quick
     echo
     echo "== summary (seed $seed; logs in $out)"
     for name in warm cuda_random cuda_generator cuda_named memcheck random named; do
