@@ -17,12 +17,19 @@ kernel a problem gets.
   registers (shifts and masks of 32-bit words) and stores it with vector stores.
 
 Every kernel walks tiles ``t = blockIdx.x, blockIdx.x + gridDim.x, ...``: the tile index
-is split into digits over the grid axes once per block, then stepped like an odometer
-(no division per tile). The first grid axes are the chunked axes of the tile; their
-remaining extents mask a partly filled tile, whose other work proceeds as in a full one.
+is split into 32-bit digits over the grid axes once per block, then stepped like an
+odometer (no division per tile). The first grid axes are the chunked axes of the tile;
+their remaining extents mask a partly filled tile; a full tile takes an unmasked path.
+
+The generated code is written for what the compiler makes of it (see
+``benchmarks/COPY_NOTES.md``, round 2): per-item offsets are stepped inside the tile loop
+rather than precomputed (hoisted, they would all live in registers), row tables hold
+32-bit entries (64-bit for tiles spanning 2 GiB: the ``wide`` variants), divisions and
+array indices are unsigned 32-bit, and every access takes its width from a prototype.
 
 Kernels take raw addresses as ``int64`` and strides in bytes. Under the CUDA simulator
-(``NUMBA_ENABLE_CUDASIM=1``) the same kernels run with Python loads and stores.
+(``NUMBA_ENABLE_CUDASIM=1``) the same kernels run with Python loads and stores, which
+check alignment.
 """
 
 import ctypes
@@ -125,16 +132,6 @@ class _Code:
 
 
 # ----------------------------------------------------------------------------- shared parts
-def _int(expression, wide):
-    """``expression`` as a 32-bit integer unless ``wide``.
-
-    Numba types arithmetic on integers narrower than 64 bits as 64-bit; an explicit
-    ``np.int32`` lets LLVM narrow the arithmetic and, more to the point, keeps the
-    per-thread offsets that it hoists out of the tile loop in one register each.
-    """
-    return expression if wide else f"np.int32({expression})"
-
-
 def _walk_start(code, grid, masks=True):
     """Split ``blockIdx.x`` and ``gridDim.x`` into 32-bit digits over the grid axes; with
     ``masks``, each tile's remaining extents ``rem<j>`` and whether it is ``full``."""
