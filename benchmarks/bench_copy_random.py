@@ -130,15 +130,17 @@ def warp_efficiency(launch):
                                                     phase[14]), unit))  # fmt: skip
         return tuple(out)
     counts, dst_thread, src_thread, _, src_step, dst_step = a[:6]
-    unit, ka, kb, vs, vd = launch.key[:5]
+    unit, ka, kb, vs, vd, _, ns, nd = launch.key
     loads, stores = [], []
     for lane in range(32):
         digits, rest = _digits(lane, counts)
         if rest == 0:
             src = sum(d * t for d, t in zip(digits, src_thread, strict=True))
             dst = sum(d * t for d, t in zip(digits, dst_thread, strict=True))
-            loads += [src + j * src_step for j in range(ka * kb * unit // vs)]
-            stores += [dst + i * dst_step for i in range(ka * kb * unit // vd)]
+            loads += [src + j % ns * vs + j // ns * src_step
+                      for j in range(ka * kb * unit // vs)]  # fmt: skip
+            stores += [dst + i % nd * vd + i // nd * dst_step
+                       for i in range(ka * kb * unit // vd)]  # fmt: skip
     return _efficiency(loads, vs), _efficiency(stores, vd)
 
 

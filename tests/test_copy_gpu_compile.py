@@ -56,7 +56,12 @@ DIRECT = [(u, 0, ir, kq, int(wide)) for u in ACCESS for ir, kq in split(u)
 FILL = [(16, 4), (16, 1), (8, 2), (4, 1)]
 TILED = [(u, *a, *b, 0) for u in ACCESS for a in split(u) for b in split(u)]
 TILED += [(4, 1, 16, 16, 1, 1)]
-BLOCK = [  # unit, ka, kb, vs, vd: squares, deinterleaves, interleaves, every vector width
+BLOCK = [  # unit, ka, kb, vs, vd (, ns, nd): squares, deinterleaves, interleaves, every
+    # vector width, squares with a side of narrow vectors (ns / nd of them per row)
+    (1, 8, 8, 1, 8, 8, 1),
+    (1, 8, 8, 8, 2, 1, 4),
+    (2, 8, 8, 2, 4, 8, 4),
+    (2, 8, 8, 16, 4, 1, 4),
     (1, 8, 8, 8, 8),
     (2, 8, 8, 16, 16),
     (1, 3, 16, 16, 16),
@@ -108,8 +113,8 @@ def test_tiled_kernel_lowers(variant):
 
 @pytest.mark.parametrize("variant", BLOCK, ids=str)
 def test_block_kernel_lowers(variant):
-    unit, ka, kb, vs, vd = variant
-    ptx = ptx_of("block", (*variant, GRID))
+    unit, ka, kb, vs, vd, ns, nd = (*variant, 1, 1)[:7]
+    ptx = ptx_of("block", (unit, ka, kb, vs, vd, GRID, ns, nd))
     total = ka * kb * unit
     assert copies_of(ptx, f"ld.global.{ACCESS[vs]}", total // vs)  # the block in vectors
     assert copies_of(ptx, f"st.global.{ACCESS[vd]}", total // vd)
@@ -120,5 +125,5 @@ def test_block_kernel_lowers(variant):
 
 def test_sources_are_kept_for_reading():
     kernel = gpu.kernel_for("tiled", (4, 1, 16, 16, 1, GRID, SHARED_UNITS * 16, 0))
-    assert "cuda.shared.array(5120, np.uint32)" in kernel.py_func.source
+    assert "cuda.shared.array(5121, np.uint32)" in kernel.py_func.source  # and a spare slot
     assert f"rem{MASK_AXES - 1}" in gpu.kernel_source("direct", (4, 0, 1, 16, GRID, 0))

@@ -214,7 +214,7 @@ _ROW_PARAMETERS = ("{p}s, {p}_inner1, {p}_extent1, {p}_sel1, {p}_inner2, {p}_ext
                    "{p}_extent")
 
 
-def _mapping_code(code, name, tx, first, second, run):
+def _mapping_code(code, name, tx, first, second, run, rows):
     """Per-thread constants of a phase: the lane along the run and the first table row,
     the lane's offsets by ``first`` and ``second``, the steps to the thread's next run
     position (``tx`` lanes on) and how many of its positions lie on a full tile's run
@@ -226,21 +226,23 @@ def _mapping_code(code, name, tx, first, second, run):
          f"{name}_step = np.int32(np.uint32({THREADS}) // np.uint32({tx}))",
          f"{name}_lx = {name}_lane * {first}", f"{name}_ly = {name}_lane * {second}",
          f"{name}_sx = {tx} * {first}", f"{name}_sy = {tx} * {second}",
-         f"{name}_st = np.int32({tx})")  # fmt: skip
+         f"{name}_st = np.int32({tx})", f"{name}_rows = np.int32({rows})")  # fmt: skip
 
 
-def _chain(code, variable, start, step, index):
+def _chain(code, variable, start, step, index, narrow=False):
     """``variable`` for item ``index`` of a chain: ``start`` for the first, then stepped.
 
     Arrays are indexed with ``np.uint32`` of such values: Numba adds the array's length to
     a negative signed index (three instructions per access); an unsigned index has none.
+    ``narrow`` keeps a row number in 32 bits (its compares are one instruction, not two).
 
     Offsets are stepped from loop-variant values (``fresh``, the tile's bases) rather
     than precomputed per item: the compiler would hoist per-item constants out of the
     tile loop and keep them all in registers (two per 64-bit offset and item); a step is
     one add, as the precomputed sum was.
     """
-    code(f"{variable} = {start}" if index == 0 else f"{variable} = {variable} + {step}")
+    value = start if index == 0 else f"{variable} + {step}"
+    code(f"{variable} = np.int32({value})" if narrow else f"{variable} = {value}")
 
 
 def _replicate(value, src_unit, unit):
@@ -260,8 +262,8 @@ def _direct_moves(code, ir, kq, src_unit, unit, masked):
     checks them against the remaining extents (``limit`` along the run, the table's
     chunked coordinates)."""
     for k in range(kq):
-        _chain(code, "q", "m_row + fresh", "m_step", k)
-        ok = "q < rows"
+        _chain(code, "q", "m_row + fresh", "m_step", k, narrow=True)
+        ok = "q < m_rows"
         if masked:
             ok += " and table_c[np.uint32(q)] < limit_c and table_d[np.uint32(q)] < limit_d"
         code(f"ok{k} = {ok}")
@@ -278,7 +280,7 @@ def _direct_moves(code, ir, kq, src_unit, unit, masked):
                 else:
                     code(f"v{k}_{i} = load_unit(s, prototype)")
     for k in range(kq):
-        _chain(code, "q", "m_row + fresh", "m_step", k)
+        _chain(code, "q", "m_row + fresh", "m_step", k, narrow=True)
         for i in range(ir):
             _chain(code, "d", "dbase + table_a[np.uint32(q)] + m_lx", "m_sx", i)
             code(f"if go{k}_{i}:")
@@ -296,7 +298,7 @@ def direct_source(unit, src_unit, ir, kq, grid, wide):
     with code.block():
         _table_code(code, "table", "row", "dst", "src", DIRECT_ROWS, offset_type, offset_type)
         code("cuda.syncthreads()")
-        _mapping_code(code, "m", "tx", "run_dst", "run_src", "run")
+        _mapping_code(code, "m", "tx", "run_dst", "run_src", "run", "rows")
         _walk_start(code, grid)
         code("if full:")
         with code.block():
@@ -315,8 +317,8 @@ def _tiled_moves(code, ir1, kq1, ir2, kq2, pair, masked):
     """One tile of the ``tiled`` kernel: the source into shared memory, then shared
     memory to the destination (masked as in :func:`_direct_moves`)."""
     for k in range(kq1):  # phase 1: source -> tile
-        _chain(code, "q", "a_row + fresh", "a_step", k)
-        ok = "q < row1s"
+        _chain(code, "q", "a_row + fresh", "a_step", k, narrow=True)
+        ok = "q < a_rows"
         if masked:
             ok += " and table1_c[np.uint32(q)] < limit1_c and table1_d[np.uint32(q)] < limit1_d"
         code(f"ok{k} = {ok}")
@@ -327,20 +329,19 @@ def _tiled_moves(code, ir1, kq1, ir2, kq2, pair, masked):
             code(f"go{k}_{i} = ok{k} and {'r < limit1' if masked else f'a_n > {i}'}",
                  f"v{k}_{i} = prototype",
                  f"if go{k}_{i}:", f"    v{k}_{i} = load_unit(s, prototype)")  # fmt: skip
-    for k in range(kq1):
-        _chain(code, "q", "a_row + fresh", "a_step", k)
+    for k in range(kq1):  # masked items store to a spare slot: no branch per item
+        _chain(code, "q", "a_row + fresh", "a_step", k, narrow=True)
         for i in range(ir1):
             _chain(code, "h", "table1_b[np.uint32(q)] + a_ly", "a_sy", i)
-            code(f"if go{k}_{i}:")
-            with code.block():
-                if pair:
-                    code(f"buffer[np.uint32(h), 0] = v{k}_{i}[0]", f"buffer[np.uint32(h), 1] = v{k}_{i}[1]")
-                else:
-                    code(f"buffer[np.uint32(h)] = v{k}_{i}")
+            code(f"h = np.uint32(h) if go{k}_{i} else np.uint32(spare)")
+            if pair:
+                code(f"buffer[h, 0] = v{k}_{i}[0]", f"buffer[h, 1] = v{k}_{i}[1]")
+            else:
+                code(f"buffer[h] = v{k}_{i}")
     code("cuda.syncthreads()")
     for k in range(kq2):  # phase 2: tile -> destination
-        _chain(code, "q", "b_row + fresh", "b_step", k)
-        ok = "q < row2s"
+        _chain(code, "q", "b_row + fresh", "b_step", k, narrow=True)
+        ok = "q < b_rows"
         if masked:
             ok += " and table2_c[np.uint32(q)] < limit2_c and table2_d[np.uint32(q)] < limit2_d"
         code(f"ok = {ok}")
@@ -370,16 +371,18 @@ def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units, wide):
     code(f"def tiled(dst, src, {phase(1)},", f"          {phase(2)},",
          "          grid_count, grid_dst, grid_src, mask_extent, mask_tile, n_tiles, prototype):")
     with code.block():
+        # the tile, then one spare slot for the stores of masked items
+        code(f"spare = {shared_units}")
         if pair:
-            code(f"buffer = cuda.shared.array(({shared_units}, 2), np.uint64)")
+            code(f"buffer = cuda.shared.array(({shared_units + 1}, 2), np.uint64)")
         else:
-            code(f"buffer = cuda.shared.array({shared_units}, {_UNIT_TYPES[unit]})")
+            code(f"buffer = cuda.shared.array({shared_units + 1}, {_UNIT_TYPES[unit]})")
         for p in (1, 2):
             _table_code(code, f"table{p}", f"row{p}", "global", "shared", TILED_ROWS, offset_type,
                         "np.int32")  # fmt: skip
         code("cuda.syncthreads()")
-        _mapping_code(code, "a", "tx1", "run1_global", "run1_shared", "run1")
-        _mapping_code(code, "b", "tx2", "run2_global", "run2_shared", "run2")
+        _mapping_code(code, "a", "tx1", "run1_global", "run1_shared", "run1", "row1s")
+        _mapping_code(code, "b", "tx2", "run2_global", "run2_shared", "run2", "row2s")
         _walk_start(code, grid)
         code("if full:")
         with code.block():
@@ -424,12 +427,14 @@ def _value(words, size):
     return f"np.uint{8 * size}({words[0]})"
 
 
-def block_source(unit, ka, kb, vs, vd, grid):
+def block_source(unit, ka, kb, vs, vd, grid, ns, nd):
     """Python source of the ``block`` kernel for ``ka x kb`` blocks of ``unit``-byte units.
 
-    The block is loaded as ``ka * kb * unit / vs`` vectors of ``vs`` bytes, ``src_step``
-    bytes apart (source position of unit ``(ia, ib)``: ``ia + ka * ib``), and stored as
-    vectors of ``vd`` bytes ``dst_step`` apart (destination position ``ib + kb * ia``).
+    The block is loaded as ``ka * kb * unit / vs`` vectors of ``vs`` bytes, in rows of
+    ``ns`` adjacent vectors ``src_step`` bytes apart (source position of unit ``(ia, ib)``:
+    ``ia + ka * ib``), and stored as vectors of ``vd`` bytes in rows of ``nd`` adjacent
+    vectors ``dst_step`` apart (destination position ``ib + kb * ia``). Rows of several
+    vectors are a square block whose side is not aligned for one vector per row.
     """
     total = ka * kb * unit
     code = _Code()
@@ -453,7 +458,8 @@ def block_source(unit, ka, kb, vs, vd, grid):
             code("source = sbase + tsrc", "target = dbase + tdst")
             loads = total // vs
             for j in range(loads):
-                code(f"x{j} = load_unit(source + {j} * src_step, src_prototype)")
+                code(f"x{j} = load_unit(source + {j % ns * vs} + {j // ns} * src_step, "
+                     "src_prototype)")  # fmt: skip
             if vs >= 4:
                 for j in range(loads):
                     for w, expr in enumerate(_words(f"x{j}", vs)):
@@ -485,7 +491,8 @@ def block_source(unit, ka, kb, vs, vd, grid):
                         part = unit_at(ia + ka * ib)
                         parts.append(f"({part} << np.uint32({8 * byte}))" if byte else part)
                     words.append(" | ".join(parts))
-                code(f"store_unit(target + {i} * dst_step, {_value(words, vd)}, dst_prototype)")
+                code(f"store_unit(target + {i % nd * vd} + {i // nd} * dst_step, "
+                     f"{_value(words, vd)}, dst_prototype)")  # fmt: skip
         _walk_end(code, grid)
     return code.text()
 
@@ -598,7 +605,7 @@ def prototypes(launch):
         return (_PROTOTYPES[unit], _PROTOTYPES[src_unit or unit])
     if launch.kernel == TILED:
         return (_PROTOTYPES[launch.key[0]],)
-    _, _, _, vs, vd, _ = launch.key
+    vs, vd = launch.key[3], launch.key[4]
     return (_PROTOTYPES[vs], _PROTOTYPES[vd])
 
 
@@ -632,7 +639,7 @@ def argument_types(kernel, key):
         middle = ([i64] * 6 + rows) * 2
         protos = [unit_type(unit)]
     else:
-        _, _, _, vs, vd, grid = key
+        vs, vd, grid = key[3], key[4], key[5]
         middle = [ints(BLOCK_THREAD_AXES)] * 3 + [ints(BLOCK_THREAD_AXES * BLOCK_SLOTS), i64, i64]
         protos = [unit_type(vs), unit_type(vd)]
     masks = BLOCK_SLOTS if kernel == BLOCK else MASK_AXES

@@ -114,6 +114,9 @@ BLOCK_BYTES = 128
 #: 8 x 8 float16 in 16-byte vectors; on an H200 these beat 16-byte and 4-byte ones for
 #: uint8, see BENCHMARKS.md).
 BLOCK_VECTOR = {1: 8, 2: 16}
+#: A square ``block`` needs vectors of at least this many bytes on one side (the other
+#: side may move single units: odd strides); else ``tiled``.
+BLOCK_NARROW = 4
 #: Largest share of a copy left to the edges of ``block`` launches (else ``tiled``).
 BLOCK_EDGES = 0.125
 #: Lanes of a warp along the source's chain in the ``block`` kernel (8 x 16-byte vectors:
@@ -1015,12 +1018,13 @@ def _shifted(launch, dst_offset, src_offset):
 
 
 def _block_shape(shape, ds, ss, unit, a, b, dst_address, src_address):
-    """``(ka, kb, vs, vd, src_step, dst_step)`` of a thread's block, or None.
+    """``(ka, kb, vs, vd, src_step, dst_step, ns, nd)`` of a thread's block, or None.
 
     The block is ``ka`` units along ``a`` times ``kb`` along ``b``; the thread loads it
-    as vectors of ``vs`` bytes ``src_step`` bytes apart and stores it as vectors of
-    ``vd`` bytes ``dst_step`` apart. Every vector must be aligned: its size divides the
-    base address and every stride of its side that moves between vectors.
+    as rows of ``ns`` adjacent vectors of ``vs`` bytes, rows ``src_step`` bytes apart,
+    and stores it as rows of ``nd`` vectors of ``vd`` bytes ``dst_step`` apart. Every
+    vector must be aligned: its size divides the base address and every stride of its
+    side that moves between vectors.
     """
     others = [k for k in range(len(shape)) if k not in (a, b)]
     src_align = (src_address, *(ss[k] for k in others))
@@ -1031,7 +1035,7 @@ def _block_shape(shape, ds, ss, unit, a, b, dst_address, src_address):
             kb = vd // unit
             if ka * vd <= BLOCK_BYTES and shape[b] >= kb and vd <= _pow2_dividing((*dst_align, ds[a])):
                 vs = _pow2_dividing((ka * vd, *src_align))
-                return ka, kb, vs, vd, vs, ds[a]
+                return ka, kb, vs, vd, vs, ds[a], 1, 1
         return None
     if shape[b] <= 16 and ds[a] == shape[b] * unit:  # interleave: one destination run
         kb = shape[b]
@@ -1039,15 +1043,19 @@ def _block_shape(shape, ds, ss, unit, a, b, dst_address, src_address):
             ka = vs // unit
             if kb * vs <= BLOCK_BYTES and shape[a] >= ka and vs <= _pow2_dividing((*src_align, ss[b])):
                 vd = _pow2_dividing((kb * vs, *dst_align))
-                return ka, kb, vs, vd, ss[b], vd
+                return ka, kb, vs, vd, ss[b], vd, 1, 1
         return None
     vector = BLOCK_VECTOR[unit]
     k = vector // unit
     if shape[a] < k or shape[b] < k:
         return None
-    if _pow2_dividing((*src_align, ss[b])) < vector or _pow2_dividing((*dst_align, ds[a])) < vector:
+    # each row of the square in vectors as wide as its side's alignment allows: a side
+    # with odd strides moves single units, the other still whole vectors
+    vs = min(vector, _pow2_dividing((*src_align, ss[b])))
+    vd = min(vector, _pow2_dividing((*dst_align, ds[a])))
+    if max(vs, vd) < BLOCK_NARROW:
         return None
-    return k, k, vector, vector, ss[b], ds[a]
+    return k, k, vs, vd, ss[b], ds[a], vector // vs, vector // vd
 
 
 def _block_bulk(shape, ds, ss, unit, a, b, block):
@@ -1060,7 +1068,7 @@ def _block_bulk(shape, ds, ss, unit, a, b, block):
     shorter, then over any axis with room left. A deinterleave (or interleave) block
     already holds a run of both sides, so its lanes all run along ``b`` (``a``).
     """
-    ka, kb, vs, vd, src_step, dst_step = block
+    ka, kb, vs, vd, src_step, dst_step, ns, nd = block
     m = len(shape)
     units = {k: 1 for k in range(m)}
     units[a], units[b] = ka, kb
@@ -1134,7 +1142,7 @@ def _block_bulk(shape, ds, ss, unit, a, b, block):
     counts = _pad([e[1] for e in entries], BLOCK_THREAD_AXES, 1)
     dst_thread = _pad([e[2] * ds[e[0]] for e in entries], BLOCK_THREAD_AXES, 0)
     src_thread = _pad([e[2] * ss[e[0]] for e in entries], BLOCK_THREAD_AXES, 0)
-    key = (unit, ka, kb, vs, vd, len(count))
+    key = (unit, ka, kb, vs, vd, len(count), ns, nd)
     args = (counts, dst_thread, src_thread, tuple(coord), src_step, dst_step, count, dst_grid,
             src_grid, mask_extent, mask_tile, n_tiles)  # fmt: skip
     text = f"block/{unit}B {ka}x{kb} v{vs}/{vd} tile {'x'.join(str(tile[k]) for k in slots)}"

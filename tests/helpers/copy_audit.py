@@ -77,8 +77,7 @@ def access_terms(launch):
                         grid + _row_terms(row_extent, row_global) + [(run_global, run)]))  # fmt: skip
         return out
     if launch.kernel == "block":
-        _, ka, kb, vs, vd, _ = launch.key
-        unit = launch.key[0]
+        unit, ka, kb, vs, vd, _, ns, nd = launch.key
         counts, dst_thread, src_thread, coord, src_step, dst_step = a[:6]
         count, grid_dst, grid_src = a[6:9]
         assert len(counts) == BLOCK_THREAD_AXES and len(coord) == BLOCK_THREAD_AXES * BLOCK_SLOTS
@@ -87,10 +86,10 @@ def access_terms(launch):
         return [
             ("block load", "src", vs,
              gs + [(t, c) for t, c in zip(src_thread, counts, strict=True)]
-             + [(src_step, total // vs)]),
+             + [(vs, ns), (src_step, total // vs // ns)]),
             ("block store", "dst", vd,
              gd + [(t, c) for t, c in zip(dst_thread, counts, strict=True)]
-             + [(dst_step, total // vd)]),
+             + [(vd, nd), (dst_step, total // vd // nd)]),
         ]  # fmt: skip
     raise ValueError(f"unknown kernel {launch.kernel!r}")
 
