@@ -20,11 +20,13 @@ memory kind (pageable, pinned), torch and CuPy.
 The summary comes last: the share of cases at >= 0.95x the better peer, the geometric
 mean and minimum against it, the median share of the contiguous rate, the ten worst
 cases with their plans, and figures by kernel. ``--log`` gets every case. A case that
-fails is logged and counted; the run goes on. ``--plans-only`` plans the cases without a
-GPU (kernels, specialisations) and stops.
+fails is logged and counted; the run goes on (in a new process, with the cases so far,
+when the failure left the CUDA context unusable). ``--plans-only`` plans the cases without
+a GPU (kernels, specialisations) and stops.
 """
 
 import argparse
+import contextlib
 import math
 import statistics
 import sys
@@ -128,15 +130,17 @@ def warp_efficiency(launch):
                                                     phase[14]), unit))  # fmt: skip
         return tuple(out)
     counts, dst_thread, src_thread, _, src_step, dst_step = a[:6]
-    unit, ka, kb, vs, vd = launch.key[:5]
+    unit, ka, kb, vs, vd, _, ns, nd = launch.key
     loads, stores = [], []
     for lane in range(32):
         digits, rest = _digits(lane, counts)
         if rest == 0:
             src = sum(d * t for d, t in zip(digits, src_thread, strict=True))
             dst = sum(d * t for d, t in zip(digits, dst_thread, strict=True))
-            loads += [src + j * src_step for j in range(ka * kb * unit // vs)]
-            stores += [dst + i * dst_step for i in range(ka * kb * unit // vd)]
+            loads += [src + j % ns * vs + j // ns * src_step
+                      for j in range(ka * kb * unit // vs)]  # fmt: skip
+            stores += [dst + i % nd * vd + i // nd * dst_step
+                       for i in range(ka * kb * unit // vd)]  # fmt: skip
     return _efficiency(loads, vs), _efficiency(stores, vd)
 
 
@@ -264,20 +268,55 @@ def _fmt(value, scale=1e12, digits=2):
     return "-" if value is None else f"{value / scale:.{digits}f}"
 
 
+def _context_lost(cp):
+    """Whether the CUDA context is unusable (a sticky error such as a misaligned address:
+    every later call in this process fails)."""
+    try:
+        cp.cuda.runtime.deviceSynchronize()
+        cp.get_default_memory_pool().free_all_blocks()
+    except Exception:
+        return True
+    return False
+
+
+def _restart(args, state):
+    """Save the cases so far and run the rest in a fresh process (a new CUDA context)."""
+    import os
+    import pickle
+
+    path = args.state or str(Path(args.log or "bench_copy_random").with_suffix(".state"))
+    state["log"] = LOG
+    Path(path).write_bytes(pickle.dumps(state))
+    argv = [a for a in sys.argv if a != "--state" and a != args.state]
+    os.execv(sys.executable, [sys.executable, *argv, "--state", path])
+
+
 def run_random(cp, torch, args):
+    """Every case's figures; a case that loses the CUDA context is counted as failed and
+    the rest run in a fresh process (``--state`` carries the cases so far)."""
+    state = {"start": START, "results": [], "failures": [], "done": set(), "contiguous": None}
+    if args.state and Path(args.state).exists():
+        import pickle
+
+        state = pickle.loads(Path(args.state).read_bytes())
+        LOG[:0] = state.pop("log", [])
+    start = state["start"]
     measure = make_timer(cp)
     fill = make_fills(cp)
-    contiguous = contiguous_rate(cp, measure)
-    say(f"contiguous copy: {contiguous / 1e12:.2f} TB/s", log_only=True)
-    results, failures = [], []
-    header = (f"{'case':>7s} {'spec':72s} {'ours':>6s} {'torch':>6s} {'cupy':>6s} {'vs best':>7s}"
-              f" {'%ref':>5s} {'first s':>7s} {'host us':>7s} plan")  # fmt: skip
-    say(header, log_only=True)
+    if state["contiguous"] is None:
+        state["contiguous"] = contiguous_rate(cp, measure)
+        say(f"contiguous copy: {state['contiguous'] / 1e12:.2f} TB/s", log_only=True)
+        say(f"{'case':>7s} {'spec':72s} {'ours':>6s} {'torch':>6s} {'cupy':>6s} {'vs best':>7s}"
+            f" {'%ref':>5s} {'first s':>7s} {'host us':>7s} plan", log_only=True)  # fmt: skip
+    contiguous, results, failures = state["contiguous"], state["results"], state["failures"]
     for seed, index, spec in generate(args.seeds, args.cases, args.mb):
-        if time.time() - START > args.time_limit:
+        name = f"{seed}:{index}"
+        if name in state["done"]:
+            continue
+        if time.time() - start > args.time_limit:
             say(f"time limit reached after {len(results) + len(failures)} cases")
             break
-        name = f"{seed}:{index}"
+        state["done"].add(name)
         try:
             result = run_case(cp, torch, measure, spec, fill)
         except Exception as exc:
@@ -285,10 +324,14 @@ def run_random(cp, torch, args):
             say(f"{name:>7s} {spec.describe():72s} FAILED {type(exc).__name__}: {exc}",
                 log_only=True)  # fmt: skip
             say(traceback.format_exc(), log_only=True)
-            cp.get_default_memory_pool().free_all_blocks()
+            if _context_lost(cp):
+                say(f"{name:>7s} lost the CUDA context: the rest run in a new process",
+                    log_only=True)  # fmt: skip
+                _restart(args, state)
             continue
         finally:
-            cp.get_default_memory_pool().free_all_blocks()
+            with contextlib.suppress(Exception):  # a lost context: handled above
+                cp.get_default_memory_pool().free_all_blocks()
         best = max(result["cupy"], result["torch"] or 0)
         result.update(name=name, spec=spec, ratio=result["ours"] / best,
                       share=result["ours"] / contiguous)  # fmt: skip
@@ -431,6 +474,8 @@ def main():
     parser.add_argument("--log", help="file for every case's line")
     parser.add_argument("--plans-only", action="store_true", help="plan the cases, no GPU")
     parser.add_argument("--no-transfers", action="store_true")
+    parser.add_argument("--state", help="cases so far (written when a case loses the CUDA "
+                        "context; the run goes on in a new process from it)")  # fmt: skip
     args = parser.parse_args()
     try:
         if args.plans_only:

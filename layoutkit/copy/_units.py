@@ -3,7 +3,9 @@
 Two Numba intrinsics shared by the CPU (``@njit``) and GPU (``@cuda.jit``) copy kernels.
 The unit's type is given by a prototype value: ``uint8`` ... ``uint64`` for 1 to 8 bytes,
 a pair of ``uint64`` for 16 bytes (one vector access: ``ld.global.v2.u64`` on a GPU).
-Addresses must be aligned to the unit size; the planner guarantees it.
+Addresses must be aligned to the unit size; the planner guarantees it. Both take the
+unit's width from a prototype argument, so the width of every access is fixed by the
+caller, not by how Numba types the value.
 
 On a GPU the accesses go through the global address space.
 """
@@ -63,26 +65,41 @@ def load_unit(typingctx, address, prototype):
 
 
 @intrinsic
-def store_unit(typingctx, address, value):
-    """Store ``value`` (a unit, as returned by :func:`load_unit`) at integer ``address``."""
-    if not isinstance(address, types.Integer) or not _check_unit(value):
+def store_unit(typingctx, address, value, prototype):
+    """Store ``value`` at integer ``address`` as a unit of ``prototype``'s type.
+
+    The width of the store is the prototype's, never the value's: Numba types arithmetic
+    on narrow unsigned integers as 64-bit (``np.uint32(a) | np.uint32(b)`` is a
+    ``uint64``), so a value built from shifts and masks would otherwise be stored 8 bytes
+    wide. An integer value is truncated or zero-extended to the prototype's width; a
+    16-byte unit needs a pair of ``uint64``.
+    """
+    if not isinstance(address, types.Integer) or not _check_unit(prototype):
+        return None
+    pair = isinstance(prototype, types.UniTuple)
+    if pair != isinstance(value, types.UniTuple) or not _check_unit(value):
         return None
 
     def codegen(context, builder, signature, args):
         address_value = builder.zext(args[0], ir.IntType(64)) if address.bitwidth < 64 else args[0]
-        if isinstance(value, types.UniTuple):
+        if pair:
             vector = ir.Constant(_PAIR, ir.Undefined)
             for i in (0, 1):
                 part = builder.extract_value(args[1], i)
                 vector = builder.insert_element(vector, part, ir.Constant(ir.IntType(32), i))
             builder.store(vector, _pointer(context, builder, address_value, _PAIR), align=16)
         else:
-            value_type = ir.IntType(value.bitwidth)
+            value_type = ir.IntType(prototype.bitwidth)
+            stored = args[1]
+            if value.bitwidth > prototype.bitwidth:
+                stored = builder.trunc(stored, value_type)
+            elif value.bitwidth < prototype.bitwidth:
+                stored = builder.zext(stored, value_type)
             pointer = _pointer(context, builder, address_value, value_type)
-            builder.store(args[1], pointer, align=value.bitwidth // 8)
+            builder.store(stored, pointer, align=prototype.bitwidth // 8)
         return context.get_dummy_value()
 
-    return types.none(address, value), codegen
+    return types.none(address, value, prototype), codegen
 
 
 @intrinsic

@@ -60,7 +60,7 @@ def _copy_blocked(
                         copy_bytes(d + c0 * unit, s + c0 * unit, (c1 - c0) * unit)
                         continue
                     for c in range(c0, c1):
-                        store_unit(d + c * dst_col, load_unit(s + c * src_col, prototype))
+                        store_unit(d + c * dst_col, load_unit(s + c * src_col, prototype), prototype)
         k = ndim - 3
         while k >= 0:
             index[k] += 1

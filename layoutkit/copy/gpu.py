@@ -17,12 +17,19 @@ kernel a problem gets.
   registers (shifts and masks of 32-bit words) and stores it with vector stores.
 
 Every kernel walks tiles ``t = blockIdx.x, blockIdx.x + gridDim.x, ...``: the tile index
-is split into digits over the grid axes once per block, then stepped like an odometer
-(no division per tile). The first grid axes are the chunked axes of the tile; their
-remaining extents mask a partly filled tile, whose other work proceeds as in a full one.
+is split into 32-bit digits over the grid axes once per block, then stepped like an
+odometer (no division per tile). The first grid axes are the chunked axes of the tile;
+their remaining extents mask a partly filled tile; a full tile takes an unmasked path.
+
+The generated code is written for what the compiler makes of it (see
+``benchmarks/COPY_NOTES.md``, round 2): per-item offsets are stepped inside the tile loop
+rather than precomputed (hoisted, they would all live in registers), row tables hold
+32-bit entries (64-bit for tiles spanning 2 GiB: the ``wide`` variants), divisions and
+array indices are unsigned 32-bit, and every access takes its width from a prototype.
 
 Kernels take raw addresses as ``int64`` and strides in bytes. Under the CUDA simulator
-(``NUMBA_ENABLE_CUDASIM=1``) the same kernels run with Python loads and stores.
+(``NUMBA_ENABLE_CUDASIM=1``) the same kernels run with Python loads and stores, which
+check alignment.
 """
 
 import ctypes
@@ -38,28 +45,38 @@ from layoutkit.copy.plan import (
     BLOCK_SLOTS,
     BLOCK_THREAD_AXES,
     DIRECT,
+    DIRECT_ROWS,
     MASK_AXES,
-    MAX_ROWS,
     ROW_AXES,
     THREADS,
     TILED,
+    TILED_ROWS,
 )
 
 __all__ = ["launch_plan", "kernel_source", "kernel_for", "argument_types", "grid_blocks"]
 
 #: Bytes each SM should keep loading at once: enough blocks are launched for this, within
 #: what the SM can hold (the driver's occupancy for the compiled kernel).
-IN_FLIGHT_PER_SM = 64 << 10
+IN_FLIGHT_PER_SM = 128 << 10
 
 _BIG = 1 << 62
+_BIG32 = (1 << 31) - 1
 _SIM = bool(config.ENABLE_CUDASIM)
 
 if _SIM:
     _CTYPES = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
 
-    def load_unit(address, prototype):
-        """Simulator load: read the unit at ``address`` through ctypes."""
+    def _aligned(address, size):
+        """The address as an int; a misaligned access fails here as it would on a GPU
+        (``CUDA_ERROR_MISALIGNED_ADDRESS``)."""
         address = int(address)
+        if address % size:
+            raise AssertionError(f"misaligned {size}-byte access at {address:#x}")
+        return address
+
+    def load_unit(address, prototype):
+        """Simulator load: read the unit at ``address`` through ctypes (aligned)."""
+        address = _aligned(address, 16 if isinstance(prototype, tuple) else prototype.itemsize)
         if isinstance(prototype, tuple):
             return tuple(
                 np.uint64(ctypes.c_uint64.from_address(address + 8 * i).value) for i in (0, 1)
@@ -67,14 +84,20 @@ if _SIM:
         value = _CTYPES[prototype.itemsize].from_address(address).value
         return type(prototype)(value)
 
-    def store_unit(address, value):
-        """Simulator store: write the unit ``value`` at ``address`` through ctypes."""
-        address = int(address)
-        if isinstance(value, tuple):
+    def store_unit(address, value, prototype):
+        """Simulator store: write ``value`` at ``address`` as a unit of ``prototype``'s
+        size (aligned; the value must fit in it, as it must on a GPU, where the store
+        truncates to the prototype's width)."""
+        if isinstance(prototype, tuple):
+            address = _aligned(address, 16)
             for i in (0, 1):
                 ctypes.c_uint64.from_address(address + 8 * i).value = int(value[i])
-        else:
-            _CTYPES[value.itemsize].from_address(address).value = int(value)
+            return
+        size = prototype.itemsize
+        address = _aligned(address, size)
+        if not 0 <= int(value) < 1 << (8 * size):
+            raise AssertionError(f"{size}-byte store of {int(value):#x} at {address:#x}")
+        _CTYPES[size].from_address(address).value = int(value)
 
 else:
     from layoutkit.copy._units import load_unit, store_unit
@@ -109,50 +132,67 @@ class _Code:
 
 
 # ----------------------------------------------------------------------------- shared parts
-def _walk_start(code, grid):
-    """Split ``blockIdx.x`` and ``gridDim.x`` into digits over the grid axes."""
-    code(*(f"c{j} = grid_count[{j}]" for j in range(grid)))
-    code("t = cuda.blockIdx.x", "rest = t", "stride = cuda.gridDim.x", "jump = stride")
-    for j in range(grid):
-        code(f"g{j} = rest % c{j}", f"rest = rest // c{j}",
-             f"i{j} = jump % c{j}", f"jump = jump // c{j}")  # fmt: skip
+def _walk_start(code, grid, masks=True):
+    """Split ``blockIdx.x`` and ``gridDim.x`` into 32-bit digits over the grid axes; with
+    ``masks``, each tile's remaining extents ``rem<j>`` and whether it is ``full``."""
+    code(*(f"c{j} = np.int32(grid_count[{j}])" for j in range(grid)))
+    code("t = cuda.blockIdx.x", "rest = np.uint32(t)", "stride = cuda.gridDim.x",
+         "jump = np.uint32(stride)")  # fmt: skip
+    for j in range(grid):  # 32-bit divisions (see _table_code)
+        code(f"g{j} = np.int32(rest % np.uint32(c{j}))", f"rest = np.uint32(rest // np.uint32(c{j}))",
+             f"i{j} = np.int32(jump % np.uint32(c{j}))", f"jump = np.uint32(jump // np.uint32(c{j}))")  # fmt: skip
     code("while t < n_tiles:")
     code.depth += 1
-    dst_terms = " + ".join(f"g{j} * grid_dst[{j}]" for j in range(grid))
-    src_terms = " + ".join(f"g{j} * grid_src[{j}]" for j in range(grid))
+    # products in 64 bits (under the simulator an np.int32 digit would multiply in 32)
+    dst_terms = " + ".join(f"np.int64(g{j}) * grid_dst[{j}]" for j in range(grid))
+    src_terms = " + ".join(f"np.int64(g{j}) * grid_src[{j}]" for j in range(grid))
     code(f"dbase = dst + {dst_terms}", f"sbase = src + {src_terms}")
+    if not masks:
+        return
+    # 0 (t < n_tiles < 2**62), but not to the compiler: row-table reads indexed by
+    # ``q + fresh`` stay in the tile loop. Hoisted out of it, every thread would hold its
+    # rows' four table entries in registers (more than 200 for 16 rows: one block per SM).
+    code("fresh = np.int32(t >> 62)")
+    code(*(f"rem{j} = mask_extent[{j}] - np.int64(g{j}) * mask_tile[{j}]" for j in range(MASK_AXES)))
+    full = " and ".join(f"rem{j} >= mask_tile[{j}]" for j in range(MASK_AXES))
+    code(f"full = {full}")
 
 
 def _walk_end(code, grid):
     """Step the tile index by ``gridDim.x`` and its digits with carries."""
     code("t += stride", "carry = 0")
     for j in range(grid):
-        code(f"g{j} += i{j} + carry", "carry = 0", f"if g{j} >= c{j}:")
+        code(f"g{j} = np.int32(g{j} + i{j} + carry)", "carry = 0", f"if g{j} >= c{j}:")
         with code.block():
-            code(f"g{j} -= c{j}", "carry = 1")
+            code(f"g{j} = np.int32(g{j} - c{j})", "carry = 1")
     code.depth -= 1
 
 
-def _table_code(code, name, prefix, first, second):
-    """Build a row table in shared memory: ``{name}_a`` / ``{name}_b`` offsets (by the
-    strides ``{prefix}_{first}`` / ``{prefix}_{second}``), ``{name}_c`` / ``{name}_d`` the
-    row's coordinates along its two chunked axes (huge for rows past the last)."""
-    code(*(f"{name}_{part} = cuda.shared.array({MAX_ROWS}, np.int64)" for part in "abcd"),
-         "q = cuda.threadIdx.x", f"while q < {MAX_ROWS}:")  # fmt: skip
+def _table_code(code, name, prefix, first, second, size, first_type, second_type):
+    """Build a row table of ``size`` rows in shared memory: ``{name}_a`` / ``{name}_b``
+    offsets (by the strides ``{prefix}_{first}`` / ``{prefix}_{second}``, of the given
+    NumPy types), ``{name}_c`` / ``{name}_d`` the row's coordinates along its two chunked
+    axes (int32: a coordinate is below its tile extent). Rows past the tile's are masked
+    by the thread's own row check, never by the table."""
+    code(f"{name}_a = cuda.shared.array({size}, {first_type})",
+         f"{name}_b = cuda.shared.array({size}, {second_type})",
+         f"{name}_c = cuda.shared.array({size}, np.int32)",
+         f"{name}_d = cuda.shared.array({size}, np.int32)",
+         "q = cuda.threadIdx.x", f"while q < {size}:")  # fmt: skip
     with code.block():
-        code("rest = q", "oa = 0", "ob = 0")
+        # Unsigned 32-bit divisions (row numbers and tile extents are small): Numba widens
+        # them to 64 bits, and LLVM narrows a division of zero-extended operands back; a
+        # signed 64-bit division is a call of some 70 instructions.
+        code("rest = np.uint32(q)", "oa = 0", "ob = 0")
         for j in range(ROW_AXES):
-            code(f"position = rest % {prefix}_extent[{j}]", f"rest = rest // {prefix}_extent[{j}]",
+            extent = f"np.uint32({prefix}_extent[{j}])"
+            code(f"position = np.int64(rest % {extent})", f"rest = np.uint32(rest // {extent})",
                  f"oa += position * {prefix}_{first}[{j}]",
                  f"ob += position * {prefix}_{second}[{j}]")  # fmt: skip
-        code(f"{name}_a[q] = oa", f"{name}_b[q] = ob", f"if q < {prefix}s:")
-        with code.block():
-            code(f"{name}_c[q] = q // {prefix}_inner1 % {prefix}_extent1",
-                 f"{name}_d[q] = q // {prefix}_inner2 % {prefix}_extent2")  # fmt: skip
-        code("else:")
-        with code.block():
-            code(f"{name}_c[q] = {_BIG}", f"{name}_d[q] = {_BIG}")
-        code(f"q += {THREADS}")
+        for part, k in (("c", 1), ("d", 2)):
+            code(f"{name}_{part}[np.uint32(q)] = np.uint32(np.uint32(q) // np.uint32({prefix}_inner{k})) "
+                 f"% np.uint32(min({prefix}_extent{k}, {_BIG32}))")  # fmt: skip
+        code(f"{name}_a[np.uint32(q)] = oa", f"{name}_b[np.uint32(q)] = ob", f"q += {THREADS}")
 
 
 def _select(code, target, sel, default):
@@ -162,25 +202,47 @@ def _select(code, target, sel, default):
         code(f"{'if' if j == 0 else 'elif'} {sel} == {j}:", f"    {target} = rem{j}")
 
 
-def _rems(code):
-    code(*(f"rem{j} = mask_extent[{j}] - g{j} * mask_tile[{j}]" for j in range(MASK_AXES)))
+def _row_limits(code, target, sel1, sel2):
+    """``{target}_c`` / ``{target}_d``: the bounds of a partly filled tile's two chunked
+    row coordinates (clipped to int32: a coordinate is compared with them)."""
+    _select(code, f"{target}_c", sel1, _BIG32)
+    _select(code, f"{target}_d", sel2, _BIG32)
+    code(f"{target}_c = min({target}_c, {_BIG32})", f"{target}_d = min({target}_d, {_BIG32})")
 
 
 _ROW_PARAMETERS = ("{p}s, {p}_inner1, {p}_extent1, {p}_sel1, {p}_inner2, {p}_extent2, {p}_sel2, "
                    "{p}_extent")
 
 
-def _mapping_code(code, name, tx, ir, kq, first, second):
-    """Per-thread run offsets ``{name}_r<i>`` etc. and table rows ``{name}_q<k>``."""
-    code(f"{name}_lane = cuda.threadIdx.x % {tx}",
-         f"{name}_row = cuda.threadIdx.x // {tx}",
-         f"{name}_step = {THREADS} // {tx}")  # fmt: skip
-    for i in range(ir):
-        code(f"{name}_r{i} = {name}_lane + {i} * {tx}",
-             f"{name}_x{i} = {name}_r{i} * {first}",
-             f"{name}_y{i} = {name}_r{i} * {second}")  # fmt: skip
-    for k in range(kq):
-        code(f"{name}_q{k} = {name}_row + {k} * {name}_step")
+def _mapping_code(code, name, tx, first, second, run, rows):
+    """Per-thread constants of a phase: the lane along the run and the first table row,
+    the lane's offsets by ``first`` and ``second``, the steps to the thread's next run
+    position (``tx`` lanes on) and how many of its positions lie on a full tile's run
+    (``{name}_n``: a full tile checks item ``i`` with one compare against a constant).
+    Everything else is stepped from these inside the tile loop (see :func:`_chain`)."""
+    code(f"{name}_lane = np.int64(np.uint32(cuda.threadIdx.x) % np.uint32({tx}))",
+         f"{name}_n = np.int32(np.uint32(max({run} - {name}_lane, 0) + {tx} - 1) // np.uint32({tx}))",
+         f"{name}_row = np.int32(np.uint32(cuda.threadIdx.x) // np.uint32({tx}))",
+         f"{name}_step = np.int32(np.uint32({THREADS}) // np.uint32({tx}))",
+         f"{name}_lx = {name}_lane * {first}", f"{name}_ly = {name}_lane * {second}",
+         f"{name}_sx = {tx} * {first}", f"{name}_sy = {tx} * {second}",
+         f"{name}_st = np.int32({tx})", f"{name}_rows = np.int32({rows})")  # fmt: skip
+
+
+def _chain(code, variable, start, step, index, narrow=False):
+    """``variable`` for item ``index`` of a chain: ``start`` for the first, then stepped.
+
+    Arrays are indexed with ``np.uint32`` of such values: Numba adds the array's length to
+    a negative signed index (three instructions per access); an unsigned index has none.
+    ``narrow`` keeps a row number in 32 bits (its compares are one instruction, not two).
+
+    Offsets are stepped from loop-variant values (``fresh``, the tile's bases) rather
+    than precomputed per item: the compiler would hoist per-item constants out of the
+    tile loop and keep them all in registers (two per 64-bit offset and item); a step is
+    one add, as the precomputed sum was.
+    """
+    value = start if index == 0 else f"{variable} + {step}"
+    code(f"{variable} = np.int32({value})" if narrow else f"{variable} = {value}")
 
 
 def _replicate(value, src_unit, unit):
@@ -194,47 +256,111 @@ def _replicate(value, src_unit, unit):
 
 
 # ----------------------------------------------------------------------------- direct
-def direct_source(unit, src_unit, ir, kq, grid):
+def _direct_moves(code, ir, kq, src_unit, unit, masked):
+    """One tile of the ``direct`` kernel: every load, then every store. A full tile
+    checks only that the thread's run position and row exist; a partly filled one
+    checks them against the remaining extents (``limit`` along the run, the table's
+    chunked coordinates)."""
+    for k in range(kq):
+        _chain(code, "q", "m_row + fresh", "m_step", k, narrow=True)
+        ok = "q < m_rows"
+        if masked:
+            ok += " and table_c[np.uint32(q)] < limit_c and table_d[np.uint32(q)] < limit_d"
+        code(f"ok{k} = {ok}")
+        for i in range(ir):
+            if masked:
+                _chain(code, "r", "m_lane + fresh", "m_st", i)
+            _chain(code, "s", "sbase + table_b[np.uint32(q)] + m_ly", "m_sy", i)
+            code(f"go{k}_{i} = ok{k} and {'r < limit' if masked else f'm_n > {i}'}",
+                 f"v{k}_{i} = prototype", f"if go{k}_{i}:")  # fmt: skip
+            with code.block():
+                if src_unit:
+                    value = _replicate("load_unit(s, src_prototype)", src_unit, unit)
+                    code(f"v{k}_{i} = {value}")
+                else:
+                    code(f"v{k}_{i} = load_unit(s, prototype)")
+    for k in range(kq):
+        _chain(code, "q", "m_row + fresh", "m_step", k, narrow=True)
+        for i in range(ir):
+            _chain(code, "d", "dbase + table_a[np.uint32(q)] + m_lx", "m_sx", i)
+            code(f"if go{k}_{i}:")
+            with code.block():
+                code(f"store_unit(d, v{k}_{i}, prototype)")
+
+
+def direct_source(unit, src_unit, ir, kq, grid, wide):
     """Python source of the ``direct`` kernel (see the module docstring)."""
+    offset_type = "np.int64" if wide else "np.int32"
     code = _Code()
     code("def direct(dst, src, tx, run, run_dst, run_src, " + _ROW_PARAMETERS.format(p="row")
          + ",", "           row_dst, row_src, grid_count, grid_dst, grid_src, mask_extent,",
          "           mask_tile, n_tiles, prototype, src_prototype):")  # fmt: skip
     with code.block():
-        _table_code(code, "table", "row", "dst", "src")
+        _table_code(code, "table", "row", "dst", "src", DIRECT_ROWS, offset_type, offset_type)
         code("cuda.syncthreads()")
-        _mapping_code(code, "m", "tx", ir, kq, "run_dst", "run_src")
+        _mapping_code(code, "m", "tx", "run_dst", "run_src", "run", "rows")
         _walk_start(code, grid)
-        _rems(code)
-        code("limit = min(run, rem0)")
-        _select(code, "limit_c", "row_sel1", _BIG)
-        _select(code, "limit_d", "row_sel2", _BIG)
-        for k in range(kq):
-            code(f"ok{k} = table_c[m_q{k}] < limit_c and table_d[m_q{k}] < limit_d",
-                 f"d{k} = dbase + table_a[m_q{k}]", f"s{k} = sbase + table_b[m_q{k}]")  # fmt: skip
-        for k in range(kq):
-            for i in range(ir):
-                code(f"go{k}_{i} = ok{k} and m_r{i} < limit", f"v{k}_{i} = prototype",
-                     f"if go{k}_{i}:")  # fmt: skip
-                with code.block():
-                    if src_unit:
-                        value = f"load_unit(s{k} + m_y{i}, src_prototype)"
-                        code(f"v{k}_{i} = {_replicate(value, src_unit, unit)}")
-                    else:
-                        code(f"v{k}_{i} = load_unit(s{k} + m_y{i}, prototype)")
-        for k in range(kq):
-            for i in range(ir):
-                code(f"if go{k}_{i}:")
-                with code.block():
-                    code(f"store_unit(d{k} + m_x{i}, v{k}_{i})")
+        code("if full:")
+        with code.block():
+            _direct_moves(code, ir, kq, src_unit, unit, masked=False)
+        code("else:")
+        with code.block():
+            code("limit = min(run, rem0)")
+            _row_limits(code, "limit", "row_sel1", "row_sel2")
+            _direct_moves(code, ir, kq, src_unit, unit, masked=True)
         _walk_end(code, grid)
     return code.text()
 
 
 # ----------------------------------------------------------------------------- tiled
-def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units):
+def _tiled_moves(code, ir1, kq1, ir2, kq2, pair, masked):
+    """One tile of the ``tiled`` kernel: the source into shared memory, then shared
+    memory to the destination (masked as in :func:`_direct_moves`)."""
+    for k in range(kq1):  # phase 1: source -> tile
+        _chain(code, "q", "a_row + fresh", "a_step", k, narrow=True)
+        ok = "q < a_rows"
+        if masked:
+            ok += " and table1_c[np.uint32(q)] < limit1_c and table1_d[np.uint32(q)] < limit1_d"
+        code(f"ok{k} = {ok}")
+        for i in range(ir1):
+            if masked:
+                _chain(code, "r", "a_lane + fresh", "a_st", i)
+            _chain(code, "s", "sbase + table1_a[np.uint32(q)] + a_lx", "a_sx", i)
+            code(f"go{k}_{i} = ok{k} and {'r < limit1' if masked else f'a_n > {i}'}",
+                 f"v{k}_{i} = prototype",
+                 f"if go{k}_{i}:", f"    v{k}_{i} = load_unit(s, prototype)")  # fmt: skip
+    for k in range(kq1):  # masked items store to a spare slot: no branch per item
+        _chain(code, "q", "a_row + fresh", "a_step", k, narrow=True)
+        for i in range(ir1):
+            _chain(code, "h", "table1_b[np.uint32(q)] + a_ly", "a_sy", i)
+            code(f"h = np.uint32(h) if go{k}_{i} else np.uint32(spare)")
+            if pair:
+                code(f"buffer[h, 0] = v{k}_{i}[0]", f"buffer[h, 1] = v{k}_{i}[1]")
+            else:
+                code(f"buffer[h] = v{k}_{i}")
+    code("cuda.syncthreads()")
+    for k in range(kq2):  # phase 2: tile -> destination
+        _chain(code, "q", "b_row + fresh", "b_step", k, narrow=True)
+        ok = "q < b_rows"
+        if masked:
+            ok += " and table2_c[np.uint32(q)] < limit2_c and table2_d[np.uint32(q)] < limit2_d"
+        code(f"ok = {ok}")
+        for i in range(ir2):
+            if masked:
+                _chain(code, "r", "b_lane + fresh", "b_st", i)
+            _chain(code, "d", "dbase + table2_a[np.uint32(q)] + b_lx", "b_sx", i)
+            _chain(code, "h", "table2_b[np.uint32(q)] + b_ly", "b_sy", i)
+            code(f"if ok and {'r < limit2' if masked else f'b_n > {i}'}:")
+            with code.block():
+                value = "(buffer[np.uint32(h), 0], buffer[np.uint32(h), 1])" if pair else "buffer[np.uint32(h)]"
+                code(f"store_unit(d, {value}, prototype)")
+    code("cuda.syncthreads()")
+
+
+def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units, wide):
     """Python source of the ``tiled`` kernel (see the module docstring)."""
     pair = unit == 16
+    offset_type = "np.int64" if wide else "np.int32"
     code = _Code()
 
     def phase(p):
@@ -245,55 +371,30 @@ def tiled_source(unit, ir1, kq1, ir2, kq2, grid, shared_units):
     code(f"def tiled(dst, src, {phase(1)},", f"          {phase(2)},",
          "          grid_count, grid_dst, grid_src, mask_extent, mask_tile, n_tiles, prototype):")
     with code.block():
+        # the tile, then one spare slot for the stores of masked items
+        code(f"spare = {shared_units}")
         if pair:
-            code(f"buffer = cuda.shared.array(({shared_units}, 2), np.uint64)")
+            code(f"buffer = cuda.shared.array(({shared_units + 1}, 2), np.uint64)")
         else:
-            code(f"buffer = cuda.shared.array({shared_units}, {_UNIT_TYPES[unit]})")
+            code(f"buffer = cuda.shared.array({shared_units + 1}, {_UNIT_TYPES[unit]})")
         for p in (1, 2):
-            _table_code(code, f"table{p}", f"row{p}", "global", "shared")
+            _table_code(code, f"table{p}", f"row{p}", "global", "shared", TILED_ROWS, offset_type,
+                        "np.int32")  # fmt: skip
         code("cuda.syncthreads()")
-        _mapping_code(code, "a", "tx1", ir1, kq1, "run1_global", "run1_shared")
-        _mapping_code(code, "b", "tx2", ir2, kq2, "run2_global", "run2_shared")
+        _mapping_code(code, "a", "tx1", "run1_global", "run1_shared", "run1", "row1s")
+        _mapping_code(code, "b", "tx2", "run2_global", "run2_shared", "run2", "row2s")
         _walk_start(code, grid)
-        _rems(code)
-        for p in (1, 2):
-            _select(code, f"rem_run{p}", f"run{p}_sel", _BIG)
-            code(f"limit{p} = run{p}", f"if run{p}_sel < {MASK_AXES}:",
-                 f"    limit{p} = min(run{p}, run{p}_mult * rem_run{p})")  # fmt: skip
-            _select(code, f"limit{p}_c", f"row{p}_sel1", _BIG)
-            _select(code, f"limit{p}_d", f"row{p}_sel2", _BIG)
-        # phase 1: source -> tile
-        for k in range(kq1):
-            code(f"ok{k} = table1_c[a_q{k}] < limit1_c and table1_d[a_q{k}] < limit1_d",
-                 f"s{k} = sbase + table1_a[a_q{k}]", f"h{k} = table1_b[a_q{k}]")  # fmt: skip
-        for k in range(kq1):
-            for i in range(ir1):
-                code(f"go{k}_{i} = ok{k} and a_r{i} < limit1", f"v{k}_{i} = prototype",
-                     f"if go{k}_{i}:", f"    v{k}_{i} = load_unit(s{k} + a_x{i}, prototype)")  # fmt: skip
-        for k in range(kq1):
-            for i in range(ir1):
-                code(f"if go{k}_{i}:")
-                with code.block():
-                    if pair:
-                        code(f"buffer[h{k} + a_y{i}, 0] = v{k}_{i}[0]",
-                             f"buffer[h{k} + a_y{i}, 1] = v{k}_{i}[1]")  # fmt: skip
-                    else:
-                        code(f"buffer[h{k} + a_y{i}] = v{k}_{i}")
-        code("cuda.syncthreads()")
-        # phase 2: tile -> destination
-        for k in range(kq2):
-            code(f"ok{k} = table2_c[b_q{k}] < limit2_c and table2_d[b_q{k}] < limit2_d",
-                 f"d{k} = dbase + table2_a[b_q{k}]", f"h{k} = table2_b[b_q{k}]")  # fmt: skip
-        for k in range(kq2):
-            for i in range(ir2):
-                code(f"if ok{k} and b_r{i} < limit2:")
-                with code.block():
-                    if pair:
-                        value = f"(buffer[h{k} + b_y{i}, 0], buffer[h{k} + b_y{i}, 1])"
-                    else:
-                        value = f"buffer[h{k} + b_y{i}]"
-                    code(f"store_unit(d{k} + b_x{i}, {value})")
-        code("cuda.syncthreads()")
+        code("if full:")
+        with code.block():
+            _tiled_moves(code, ir1, kq1, ir2, kq2, pair, masked=False)
+        code("else:")
+        with code.block():
+            for p in (1, 2):
+                _select(code, f"rem_run{p}", f"run{p}_sel", _BIG)
+                code(f"limit{p} = run{p}", f"if run{p}_sel < {MASK_AXES}:",
+                     f"    limit{p} = min(run{p}, run{p}_mult * rem_run{p})")  # fmt: skip
+                _row_limits(code, f"limit{p}", f"row{p}_sel1", f"row{p}_sel2")
+            _tiled_moves(code, ir1, kq1, ir2, kq2, pair, masked=True)
         _walk_end(code, grid)
     return code.text()
 
@@ -326,12 +427,14 @@ def _value(words, size):
     return f"np.uint{8 * size}({words[0]})"
 
 
-def block_source(unit, ka, kb, vs, vd, grid):
+def block_source(unit, ka, kb, vs, vd, grid, ns, nd):
     """Python source of the ``block`` kernel for ``ka x kb`` blocks of ``unit``-byte units.
 
-    The block is loaded as ``ka * kb * unit / vs`` vectors of ``vs`` bytes, ``src_step``
-    bytes apart (source position of unit ``(ia, ib)``: ``ia + ka * ib``), and stored as
-    vectors of ``vd`` bytes ``dst_step`` apart (destination position ``ib + kb * ia``).
+    The block is loaded as ``ka * kb * unit / vs`` vectors of ``vs`` bytes, in rows of
+    ``ns`` adjacent vectors ``src_step`` bytes apart (source position of unit ``(ia, ib)``:
+    ``ia + ka * ib``), and stored as vectors of ``vd`` bytes in rows of ``nd`` adjacent
+    vectors ``dst_step`` apart (destination position ``ib + kb * ia``). Rows of several
+    vectors are a square block whose side is not aligned for one vector per row.
     """
     total = ka * kb * unit
     code = _Code()
@@ -346,15 +449,17 @@ def block_source(unit, ka, kb, vs, vd, grid):
                  f"tdst += digit * dst_thread[{e}]", f"tsrc += digit * src_thread[{e}]",
                  *(f"k{s} += digit * coord[{e * BLOCK_SLOTS + s}]" for s in range(BLOCK_SLOTS)))  # fmt: skip
         code("active = rest == 0")
-        _walk_start(code, grid)
-        code(*(f"rem{s} = mask_extent[{s}] - g{s} * mask_tile[{s}]" for s in range(BLOCK_SLOTS)))
+        _walk_start(code, grid, masks=False)
+        code(*(f"rem{s} = mask_extent[{s}] - np.int64(g{s}) * mask_tile[{s}]"
+               for s in range(BLOCK_SLOTS)))
         inside = " and ".join(f"k{s} < rem{s}" for s in range(BLOCK_SLOTS))
         code(f"if active and {inside}:")
         with code.block():
             code("source = sbase + tsrc", "target = dbase + tdst")
             loads = total // vs
             for j in range(loads):
-                code(f"x{j} = load_unit(source + {j} * src_step, src_prototype)")
+                code(f"x{j} = load_unit(source + {j % ns * vs} + {j // ns} * src_step, "
+                     "src_prototype)")  # fmt: skip
             if vs >= 4:
                 for j in range(loads):
                     for w, expr in enumerate(_words(f"x{j}", vs)):
@@ -386,7 +491,8 @@ def block_source(unit, ka, kb, vs, vd, grid):
                         part = unit_at(ia + ka * ib)
                         parts.append(f"({part} << np.uint32({8 * byte}))" if byte else part)
                     words.append(" | ".join(parts))
-                code(f"store_unit(target + {i} * dst_step, {_value(words, vd)})")
+                code(f"store_unit(target + {i % nd * vd} + {i // nd} * dst_step, "
+                     f"{_value(words, vd)}, dst_prototype)")  # fmt: skip
         _walk_end(code, grid)
     return code.text()
 
@@ -499,7 +605,7 @@ def prototypes(launch):
         return (_PROTOTYPES[unit], _PROTOTYPES[src_unit or unit])
     if launch.kernel == TILED:
         return (_PROTOTYPES[launch.key[0]],)
-    _, _, _, vs, vd, _ = launch.key
+    vs, vd = launch.key[3], launch.key[4]
     return (_PROTOTYPES[vs], _PROTOTYPES[vd])
 
 
@@ -508,7 +614,7 @@ def argument_types(kernel, key):
 
     Examples
     --------
-    >>> len(argument_types("direct", (4, 0, 1, 16, 4)))
+    >>> len(argument_types("direct", (4, 0, 1, 16, 4, 0)))
     24
     """
     from numba import types
@@ -525,7 +631,7 @@ def argument_types(kernel, key):
 
     rows = [i64] * 7 + [ints(ROW_AXES)] * 3
     if kernel == DIRECT:
-        unit, src_unit, _, _, grid = key
+        unit, src_unit, grid = key[0], key[1], key[4]
         middle = [i64] * 4 + rows
         protos = [unit_type(unit), unit_type(src_unit or unit)]
     elif kernel == TILED:
@@ -533,7 +639,7 @@ def argument_types(kernel, key):
         middle = ([i64] * 6 + rows) * 2
         protos = [unit_type(unit)]
     else:
-        _, _, _, vs, vd, grid = key
+        vs, vd, grid = key[3], key[4], key[5]
         middle = [ints(BLOCK_THREAD_AXES)] * 3 + [ints(BLOCK_THREAD_AXES * BLOCK_SLOTS), i64, i64]
         protos = [unit_type(vs), unit_type(vd)]
     masks = BLOCK_SLOTS if kernel == BLOCK else MASK_AXES
@@ -548,8 +654,10 @@ def grid_blocks(tiles, in_flight, multiprocessors, resident):
 
     Examples
     --------
-    >>> grid_blocks(10_000, 16384, 132, 8)  # 4 blocks of 16 KB per SM, 19 tiles each
-    527
+    >>> grid_blocks(10_000, 16384, 132, 8)  # 8 blocks of 16 KB per SM, 10 tiles each
+    1000
+    >>> grid_blocks(10_000, 16384, 132, 2)  # registers allow 2 blocks per SM
+    264
     >>> grid_blocks(7, 16384, 132, 8)
     7
     """

@@ -82,16 +82,24 @@ THREADS = 256
 #: Units each thread moves per tile, by unit size: 64 bytes in flight per thread for 4-16
 #: byte units, 16 or 32 for the narrow units (registers).
 ITEMS = {1: 16, 2: 16, 4: 16, 8: 8, 16: 4}
-#: Most rows of a tile (entries of a row table in shared memory).
-MAX_ROWS = 256
+#: Most rows of a ``direct`` tile and of each phase of a ``tiled`` tile (entries of the
+#: row tables in shared memory: 16 bytes each, 24 with 64-bit offsets). A run of ``r``
+#: units needs ``THREADS * ITEMS / r`` rows to give every thread its items.
+DIRECT_ROWS = 1024
+TILED_ROWS = 512
+#: Offsets within a tile fit in 32 bits below this span (bytes); larger tiles use 64-bit
+#: offsets (the ``wide`` kernels).
+NARROW_SPAN = 1 << 31
 #: Axes folded into the rows of a ``direct`` or ``tiled`` tile.
 ROW_AXES = 6
 #: Chunked axes of a ``direct`` or ``tiled`` tile (its first grid axes; their remaining
 #: extents mask a partly filled tile).
 MASK_AXES = 3
-#: Grid axes are padded to one of these counts (fewer kernel specialisations; an unused
-#: axis costs a few integer operations per tile).
-GRID_SIZES = (8, 16, 66)
+#: Grid axes are padded to one of these counts (fewer kernel specialisations). An unused
+#: axis costs about 14 instructions per tile (its product with both grid strides and its
+#: odometer step): with 8 as the smallest size, a tile of 64 bytes per thread spent a
+#: quarter of its ~240 instructions on axes of extent 1.
+GRID_SIZES = (4, 6, 8, 16, 66)
 #: A run along the destination's fastest axis that is contiguous on both sides and at
 #: least this long (bytes) is moved by ``direct``: a warp then reads whole 32-byte sectors
 #: of the source without a transpose. Shorter common runs (a transpose of 12-byte
@@ -106,11 +114,18 @@ BLOCK_BYTES = 128
 #: 8 x 8 float16 in 16-byte vectors; on an H200 these beat 16-byte and 4-byte ones for
 #: uint8, see BENCHMARKS.md).
 BLOCK_VECTOR = {1: 8, 2: 16}
+#: A square ``block`` needs vectors of at least this many bytes on one side (the other
+#: side may move single units: odd strides); else ``tiled``.
+BLOCK_NARROW = 4
 #: Largest share of a copy left to the edges of ``block`` launches (else ``tiled``).
 BLOCK_EDGES = 0.125
 #: Lanes of a warp along the source's chain in the ``block`` kernel (8 x 16-byte vectors:
 #: a 128-byte line); the other 4 lanes run along the destination's chain.
 BLOCK_SOURCE_LANES = 8
+#: A ``block`` launch whose blocks would leave most threads idle (the thread axes found
+#: no room) is refused for ``tiled`` past this many tiles; below it the copy is small
+#: and latency-bound either way.
+BLOCK_IDLE_TILES = 1024
 #: Host <-> device: rows of a driver 2-d copy shorter than this (bytes) are staged instead
 #: (the copy engine's per-row cost).
 COPY2D_MIN_ROW = 512
@@ -468,11 +483,18 @@ def _mappings(run, rows, items):
         ty = THREADS // tx
         for ir in (1, items):
             kq = items // ir
-            if tx * ir >= run and ty * kq >= rows and ty * kq <= MAX_ROWS:
+            if tx * ir >= run and ty * kq >= rows and ty * kq <= TILED_ROWS:
                 out.append((tx, ir, kq))
         tx *= 2
     # fewest slots beyond the run per lane row, then fewest table rows per thread
     return sorted(out, key=lambda m: (m[0] * m[1] - run if m[0] * m[1] >= run else run, m[2]))
+
+
+def _span(rows, tile, strides, run_axis, run_slots):
+    """Largest offset (bytes, in magnitude) within a tile that a phase computes: its rows'
+    offsets plus ``run_slots`` positions along the run (lanes past the run included)."""
+    span = (run_slots - 1) * abs(strides[run_axis])
+    return span + sum((tile[k] - 1) * abs(strides[k]) for k in rows)
 
 
 def _row_arguments(shape, strides_a, strides_b, row_axes, tile):
@@ -526,8 +548,8 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
 
     ``src_unit`` (a fill) makes each ``unit``-byte destination unit from one repeated
     ``src_unit``-byte source unit. The mapping with the most useful slots wins (short
-    rows are folded together, several small axes into one tile), then the one with the
-    widest lanes along the run and the fewest rows per thread.
+    rows are folded together, several small axes into one tile) and so the fewest tiles,
+    then the one with the widest lanes along the run and the fewest rows per thread.
     """
     items = ITEMS[unit]
     m = len(shape)
@@ -537,7 +559,7 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
         ty = THREADS // tx
         for ir in (1, items):
             kq = items // ir
-            capacity = min(ty * kq, MAX_ROWS)
+            capacity = min(ty * kq, DIRECT_ROWS)
             run = min(shape[run_axis], tx * ir)
             rows, tile, volume = [], {}, 1
             for k in range(run_axis - 1, -1, -1):  # the next destination axes, fastest first
@@ -549,7 +571,11 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
                 volume *= take
                 if take < shape[k]:
                     break
-            score = (run * volume / (THREADS * items), min(tx, 32), ir)
+            # fewest tiles first: a partly filled tile costs a whole one (11 = 8 + 3
+            # along the run was two tiles where one of 11 fits)
+            tiles = -(-shape[run_axis] // run) * _volume(
+                -(-shape[k] // tile.get(k, 1)) for k in range(run_axis))
+            score = (-tiles, min(tx, 32), ir)
             if best is None or score > best[0]:
                 best = (score, tx, ir, kq, run, rows, tile)
     _, tx, ir, kq, run, rows, tile = best
@@ -563,7 +589,8 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
     )
     row_extent, row_dst, row_src = _row_arguments(shape, ds, ss, rows, tile)
     rows_count = _volume(tile[k] for k in rows)
-    key = (unit, src_unit, ir, kq, len(count))
+    wide = max(_span(rows, tile, side, run_axis, tx * ir) for side in (ds, ss)) >= NARROW_SPAN
+    key = (unit, src_unit, ir, kq, len(count), int(wide))
     args = (tx, run, ds[run_axis], ss[run_axis], rows_count,
             *_row_masks(rows, tile, shape, chunk_axes), row_extent, row_dst, row_src, count,
             dst_step, src_step, mask_extent, mask_tile, n_tiles)  # fmt: skip
@@ -675,7 +702,8 @@ def _tile_candidates(shape, ds, ss, unit, fast):
     from ``fast`` and the destination's from the last axis, each to ``RUN_BYTES``; an axis
     on both chains goes to the run that takes it first (both orders are tried). Then more
     axes join (the chains' next, then any) until the tile holds ``THREADS * ITEMS[unit]``
-    units. A deinterleave tile (the source's chain reaches the destination's fastest
+    units; a tile still short of that also comes with its runs lengthened (see
+    :func:`_lengthen_runs`). A deinterleave tile (the source's chain reaches the destination's fastest
     axis after a few short axes) and its mirror share one axis between the two runs.
     """
     last = len(shape) - 1
@@ -690,6 +718,8 @@ def _tile_candidates(shape, ds, ss, unit, fast):
                 break
         _fill(tile, chains, ss)
         yield dict(tile.extent), tile.runs[0], tile.runs[1], 0
+        if _lengthen_runs(tile, chains):
+            yield dict(tile.extent), tile.runs[0], tile.runs[1], 0
     for side in (0, 1):  # a run through a few short axes into the other side's fastest axis
         chain, target = chains[side], chains[1 - side][0]
         if target not in chain or chain.index(target) == 0:
@@ -718,9 +748,26 @@ def _capacity(run, items):
     while tx <= THREADS:
         for ir in (1, items):
             if tx * ir >= run:
-                best = max(best, run * min(MAX_ROWS, THREADS // tx * (items // ir)))
+                best = max(best, run * min(TILED_ROWS, THREADS // tx * (items // ir)))
         tx *= 2
     return best
+
+
+def _lengthen_runs(tile, chains):
+    """Grow the runs of a tile that is still short of its volume (no other axis could
+    fill it: a 2-d transpose, or a short axis with nothing beside it), the shorter in
+    bytes first, each until whole or the tile full. Returns whether the tile grew.
+
+    Without this a 2-d transpose of 16-byte units kept 16 x 16 tiles: a quarter of the
+    block's ``THREADS * ITEMS`` slots, every tile paying the whole block's index work.
+    """
+    grew = False
+    while tile.volume() * 2 <= tile.limit:
+        sides = sorted((0, 1), key=tile.run_bytes)
+        if not any(tile.runs[side] and tile.grow_run(side, chains[side]) for side in sides):
+            break
+        grew = True
+    return grew
 
 
 def _fill(tile, chains, ss):
@@ -798,11 +845,20 @@ def _warp_addresses(tx, run_len, run_stride, rows, tile, strides, scale):
     return out
 
 
+#: Issue cost of a ``tiled`` item taken as one of a thread's rows (``kq > 1``) relative to
+#: one taken along the run: each row reads its table entries and forms its own addresses
+#: (SASS of the full-tile loop, 4-byte units: about 26 and 17 instructions per row item in
+#: phases 1 and 2, 6 along the run). 2, not 3-4: the sector model sees one warp
+#: instruction, and a thread's run items reuse the sectors of its previous ones.
+ROW_ITEM_COST = 2
+
+
 def _best_mapping(run, rows, tile, side_strides, h, unit):
     """The mapping of one phase with the lowest cost, and that cost (per byte moved).
 
     The cost adds the sectors of the global access (by the efficiency of one warp) and the
-    shared-memory passes of all warp instructions (issue slots times bank passes).
+    issue slots of all warp instructions (a row item counting ``ROW_ITEM_COST``) plus the
+    shared-memory passes they take.
     """
     items = ITEMS[unit]
     run_len = _volume(tile[k] for k in run)
@@ -814,7 +870,8 @@ def _best_mapping(run, rows, tile, side_strides, h, unit):
         shared = _warp_addresses(tx, run_len, h[run[0]], rows, tile, h, unit)
         efficiency = _sector_efficiency(glob, unit)
         degree = _bank_degree(shared, unit)
-        cost = 1 / (32 * efficiency) + THREADS * items / 32 * (1 + degree) / volume_bytes
+        issue = (ROW_ITEM_COST if kq > 1 else 1) + degree
+        cost = 1 / (32 * efficiency) + THREADS * items / 32 * issue / volume_bytes
         if best is None or cost < best[0]:
             best = (cost, (tx, ir, kq))
     return best
@@ -826,7 +883,13 @@ def tiled_launch(shape, ds, ss, unit, fast, dst_offset=0, src_offset=0):
     best = None
     for tile, run1, run2, primary in _tile_candidates(shape, ds, ss, unit, fast):
         candidate = _tiled_layout(shape, ds, ss, unit, tile, run1, run2, primary)
-        if candidate is not None and (best is None or candidate[0] < best[0]):
+        if candidate is None:
+            continue
+        # a partly filled tile costs a whole one: the cost per byte of the copy grows by
+        # the slots of the chunked axes' last tiles (17 = 16 + 1 is twice 17)
+        waste = _volume(-(-shape[k] // e) * e / shape[k] for k, e in tile.items())
+        candidate = (candidate[0] * waste, *candidate[1:])
+        if best is None or candidate[0] < best[0]:
             best = candidate
     if best is None:
         return direct_launch(shape, ds, ss, unit, 0, dst_offset, src_offset)
@@ -836,8 +899,9 @@ def tiled_launch(shape, ds, ss, unit, fast, dst_offset=0, src_offset=0):
     count, dst_step, src_step, mask_extent, mask_tile, n_tiles = _grid(
         shape, ds, ss, chunked, _by_dst_order(batch)
     )
-    phase_args, key_parts = [], []
+    phase_args, key_parts, wide = [], [], False
     for side_strides, (run, rows, (tx, ir, kq)) in zip((ss, ds), phases, strict=True):
+        wide |= _span(rows, tile, side_strides, run[0], tx * ir) >= NARROW_SPAN
         run_len = _volume(tile[k] for k in run)
         run_sel, run_mult = MASK_AXES, 1
         if tile[run[-1]] < shape[run[-1]]:
@@ -848,7 +912,7 @@ def tiled_launch(shape, ds, ss, unit, fast, dst_offset=0, src_offset=0):
                        _volume(tile[k] for k in rows), *_row_masks(rows, tile, shape, chunk_axes),
                        row_extent, row_global, row_shared]  # fmt: skip
         key_parts += [ir, kq]
-    key = (unit, *key_parts, len(count), shared_units)
+    key = (unit, *key_parts, len(count), shared_units, int(wide))
     args = (*phase_args, count, dst_step, src_step, mask_extent, mask_tile, n_tiles)
     runs = "/".join(str(unit * _volume(tile[k] for k in run)) for run, _, _ in phases)
     text = f"tiled/{unit}B {'x'.join(str(tile[k]) for k in sorted(tile))} runs {runs}B"
@@ -954,12 +1018,13 @@ def _shifted(launch, dst_offset, src_offset):
 
 
 def _block_shape(shape, ds, ss, unit, a, b, dst_address, src_address):
-    """``(ka, kb, vs, vd, src_step, dst_step)`` of a thread's block, or None.
+    """``(ka, kb, vs, vd, src_step, dst_step, ns, nd)`` of a thread's block, or None.
 
     The block is ``ka`` units along ``a`` times ``kb`` along ``b``; the thread loads it
-    as vectors of ``vs`` bytes ``src_step`` bytes apart and stores it as vectors of
-    ``vd`` bytes ``dst_step`` apart. Every vector must be aligned: its size divides the
-    base address and every stride of its side that moves between vectors.
+    as rows of ``ns`` adjacent vectors of ``vs`` bytes, rows ``src_step`` bytes apart,
+    and stores it as rows of ``nd`` vectors of ``vd`` bytes ``dst_step`` apart. Every
+    vector must be aligned: its size divides the base address and every stride of its
+    side that moves between vectors.
     """
     others = [k for k in range(len(shape)) if k not in (a, b)]
     src_align = (src_address, *(ss[k] for k in others))
@@ -970,7 +1035,7 @@ def _block_shape(shape, ds, ss, unit, a, b, dst_address, src_address):
             kb = vd // unit
             if ka * vd <= BLOCK_BYTES and shape[b] >= kb and vd <= _pow2_dividing((*dst_align, ds[a])):
                 vs = _pow2_dividing((ka * vd, *src_align))
-                return ka, kb, vs, vd, vs, ds[a]
+                return ka, kb, vs, vd, vs, ds[a], 1, 1
         return None
     if shape[b] <= 16 and ds[a] == shape[b] * unit:  # interleave: one destination run
         kb = shape[b]
@@ -978,15 +1043,19 @@ def _block_shape(shape, ds, ss, unit, a, b, dst_address, src_address):
             ka = vs // unit
             if kb * vs <= BLOCK_BYTES and shape[a] >= ka and vs <= _pow2_dividing((*src_align, ss[b])):
                 vd = _pow2_dividing((kb * vs, *dst_align))
-                return ka, kb, vs, vd, ss[b], vd
+                return ka, kb, vs, vd, ss[b], vd, 1, 1
         return None
     vector = BLOCK_VECTOR[unit]
     k = vector // unit
     if shape[a] < k or shape[b] < k:
         return None
-    if _pow2_dividing((*src_align, ss[b])) < vector or _pow2_dividing((*dst_align, ds[a])) < vector:
+    # each row of the square in vectors as wide as its side's alignment allows: a side
+    # with odd strides moves single units, the other still whole vectors
+    vs = min(vector, _pow2_dividing((*src_align, ss[b])))
+    vd = min(vector, _pow2_dividing((*dst_align, ds[a])))
+    if max(vs, vd) < BLOCK_NARROW:
         return None
-    return k, k, vector, vector, ss[b], ds[a]
+    return k, k, vs, vd, ss[b], ds[a], vector // vs, vector // vd
 
 
 def _block_bulk(shape, ds, ss, unit, a, b, block):
@@ -999,7 +1068,7 @@ def _block_bulk(shape, ds, ss, unit, a, b, block):
     shorter, then over any axis with room left. A deinterleave (or interleave) block
     already holds a run of both sides, so its lanes all run along ``b`` (``a``).
     """
-    ka, kb, vs, vd, src_step, dst_step = block
+    ka, kb, vs, vd, src_step, dst_step, ns, nd = block
     m = len(shape)
     units = {k: 1 for k in range(m)}
     units[a], units[b] = ka, kb
@@ -1068,10 +1137,12 @@ def _block_bulk(shape, ds, ss, unit, a, b, block):
     count, dst_grid, src_grid, mask_extent, mask_tile, n_tiles = _grid(
         shape, ds, ss, chunked, _by_dst_order(batch)
     )
+    if _volume(e[1] for e in entries) * 2 < THREADS and n_tiles > BLOCK_IDLE_TILES:
+        return None  # most threads of many blocks would idle: a tiled launch instead
     counts = _pad([e[1] for e in entries], BLOCK_THREAD_AXES, 1)
     dst_thread = _pad([e[2] * ds[e[0]] for e in entries], BLOCK_THREAD_AXES, 0)
     src_thread = _pad([e[2] * ss[e[0]] for e in entries], BLOCK_THREAD_AXES, 0)
-    key = (unit, ka, kb, vs, vd, len(count))
+    key = (unit, ka, kb, vs, vd, len(count), ns, nd)
     args = (counts, dst_thread, src_thread, tuple(coord), src_step, dst_step, count, dst_grid,
             src_grid, mask_extent, mask_tile, n_tiles)  # fmt: skip
     text = f"block/{unit}B {ka}x{kb} v{vs}/{vd} tile {'x'.join(str(tile[k]) for k in slots)}"
