@@ -532,6 +532,22 @@ def test_managed_imports_from_cupy_like_producers_keep_their_strides():
     assert view.strides == (2,)
 
 
+def test_look_alikes_of_cupy_arrays_take_the_protocol(monkeypatch):
+    """CuPy's fast path reads ``data.ptr`` and friends: only CuPy's own class gets it."""
+    import types
+
+    from layoutkit.interop import fastpaths
+
+    fake_cupy = types.ModuleType("cupy")
+    fake_cupy.ndarray = type("ndarray", (), {"__module__": "cupy._core.core"})
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    CuPyLike = type("ndarray", (Producer,), {"__module__": "cupy._core.core"})
+    assert fastpaths.reader_for(CuPyLike) is None
+    assert fastpaths.reader_for(fake_cupy.ndarray) is fastpaths._cupy
+    view = StridedMemoryView.from_dlpack(CuPyLike(np.arange(4.0)), -1)
+    assert view.shape == (4,)
+
+
 def test_native_reads_have_an_off_switch():
     """LAYOUTKIT_NATIVE_READS=0: the C-API fallbacks, with the same results."""
     import os

@@ -78,10 +78,9 @@ def _exchange_reader(api):
 
 
 def _cupy(array, stream_ptr, dlpack_only):
-    cupy = sys.modules.get("cupy")
     stream = consumer_stream(stream_ptr)
-    if stream is None or cupy is None:
-        return None  # ambiguous (the protocol raises), or not CuPy's own ndarray
+    if stream is None:
+        return None  # ambiguous: the protocol raises
 
     ptr = array.data.ptr
     dtype = array.dtype
@@ -89,7 +88,9 @@ def _cupy(array, stream_ptr, dlpack_only):
     device = array.__dlpack_device__()
     location = location_of(device)
     if stream != -1 and device[0] == 2:  # kDLCUDA: CuPy's current stream before the consumer's
-        order_after(driver_stream(stream), driver_stream(cupy.cuda.get_current_stream().ptr))
+        order_after(
+            driver_stream(stream), driver_stream(sys.modules["cupy"].cuda.get_current_stream().ptr)
+        )
     return ImportRecord(ptr, layout, dtype, location, False, array, array, tuple(device))
 
 
@@ -113,8 +114,8 @@ def reader_for(kind):
     except KeyError:
         pass
     package = (getattr(kind, "__module__", None) or "").partition(".")[0]
-    if package == "cupy" and kind.__name__ == "ndarray":
-        reader = _cupy
+    if package == "cupy" and kind is getattr(sys.modules.get("cupy"), "ndarray", None):
+        reader = _cupy  # CuPy's own class only: a look-alike's attributes are not trusted
     elif package in ("jax", "jaxlib") and hasattr(kind, "__dlpack__"):
         reader = _jax
     elif (api := exchange_api(kind)) is not None:
