@@ -199,6 +199,9 @@ def strided_view_type(dtype, ndim, layout="A", readonly=False, boundscheck=False
 def _itemsize_of(dtype):
     if isinstance(dtype, OpaqueElement):
         return dtype.itemsize
+    bitwidth = getattr(dtype, "bitwidth", None)
+    if isinstance(dtype, types.Number) and bitwidth:  # numba-cuda's bfloat16 has no dtype
+        return bitwidth // 8
     return numpy_support.as_dtype(dtype).itemsize
 
 
@@ -645,11 +648,14 @@ def _boundscheck(context, typ):
 
 
 def _apply_index(context, builder, typ, struct, index_type, index, plan):
+    """(element shift from the view's data, new offset, shape, strides) of an index."""
     shape = cgutils.unpack_tuple(builder, struct.shape, typ.ndim)
-    return lower_index(
+    offset, shape, strides = lower_index(
         context, builder, plan, index_type, index, shape, _effective_strides(builder, typ, struct),
-        _boundscheck(context, typ), IndexError, "view index",
+        struct.offset, ir.Constant(ir.IntType(64), typ.itemsize), _boundscheck(context, typ),
+        IndexError, "view index",
     )  # fmt: skip
+    return builder.sub(offset, struct.offset), offset, shape, strides
 
 
 # ---------------------------------------------------------------------------------------
@@ -694,14 +700,15 @@ def _lower_getitem(context, builder, sig, args):
     typ, index_type = sig.args
     plan = plan_for_type(index_type, typ.ndim)
     struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-    offset, shape, strides = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
-    pointer = builder.gep(struct.data, [offset])
+    shift, offset, shape, strides = _apply_index(
+        context, builder, typ, struct, index_type, args[1], plan
+    )
+    pointer = builder.gep(struct.data, [shift])
     if plan.is_element:
         return context.unpack_value(builder, typ.dtype, pointer)
     return _derived_view(
-        context, builder, sig.return_type, struct, typ, pointer, shape, strides,
-        builder.add(struct.offset, offset),
-    )  # fmt: skip
+        context, builder, sig.return_type, struct, typ, pointer, shape, strides, offset
+    )
 
 
 @lower_builtin(operator.setitem, StridedViewType, types.Any, types.Any)
@@ -709,9 +716,9 @@ def _lower_setitem(context, builder, sig, args):
     typ, index_type, value_type = sig.args
     plan = plan_for_type(index_type, typ.ndim)
     struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-    offset, _, _ = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
+    shift, _, _, _ = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
     stored = context.cast(builder, args[2], value_type, typ.dtype)
-    context.pack_value(builder, typ.dtype, stored, builder.gep(struct.data, [offset]))
+    context.pack_value(builder, typ.dtype, stored, builder.gep(struct.data, [shift]))
     return context.get_dummy_value()
 
 
