@@ -57,6 +57,7 @@ from numba.extending import (
 
 from . import _kernels as K
 from . import _numba_checks as S
+from . import _numba_fingerprint as _fingerprint
 from ._errors import AxisError
 from ._numba_boxing import Objects, call_python, failed, getattr_fast, read_int64s
 from ._numba_checks import (
@@ -76,15 +77,22 @@ _ITEMSIZE_LIMIT = 2**31
 
 
 class StridedLayoutType(types.Type):
-    """Numba type of a ``StridedLayout`` with ``ndim`` dimensions."""
+    """Numba type of a ``StridedLayout`` with ``ndim`` dimensions.
+
+    Its key holds the fingerprint of layoutkit's compiled side
+    (:mod:`layoutkit._numba_fingerprint`), so that a ``cache=True`` function compiled
+    with another layoutkit is compiled again rather than loaded.
+    """
 
     def __init__(self, ndim):
         self.ndim = ndim
+        self.fingerprint = _fingerprint.FINGERPRINT
         super().__init__(name=f"StridedLayout(ndim={ndim})")
 
     @property
     def key(self):
-        return self.ndim
+        # a type unpickled from an older cache index may have no fingerprint
+        return self.ndim, getattr(self, "fingerprint", None)
 
 
 _TYPES = {}

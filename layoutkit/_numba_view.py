@@ -76,6 +76,7 @@ from numba.extending import (
 from numba.np import numpy_support
 
 from . import _numba_checks as S
+from . import _numba_fingerprint as _fingerprint
 from ._numba_boxing import Objects, call_python, failed, getattr_fast
 from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
@@ -146,6 +147,7 @@ class StridedViewType(types.Type):
         self.layout = layout
         self.readonly = bool(readonly)
         self.boundscheck = bool(boundscheck)
+        self.fingerprint = _fingerprint.FINGERPRINT  # see StridedLayoutType
         flags = "".join(
             f", {flag}" for flag, on in (("readonly", readonly), ("boundscheck", boundscheck)) if on
         )
@@ -165,8 +167,12 @@ class StridedViewType(types.Type):
 
     @property
     def key(self):
-        # the name alone would make a view of an opaque float16 and one of float16 equal
-        return self.dtype, self.ndim, self.layout, self.readonly, self.boundscheck
+        # the name alone would make a view of an opaque float16 and one of float16 equal;
+        # the fingerprint keeps cached code compiled with another layoutkit from loading
+        return (
+            self.dtype, self.ndim, self.layout, self.readonly, self.boundscheck,
+            getattr(self, "fingerprint", None),
+        )  # fmt: skip
 
     @property
     def itemsize(self):
