@@ -551,7 +551,13 @@ def _unbox_view(typ, obj, c):
 
 
 def _from_compiled(parent, shape, strides, offset, readonly, boundscheck):
-    """The Python view a view returned by compiled code stands for (box)."""
+    """The Python view a view returned by compiled code stands for (box).
+
+    A derived view is made as ``parent.view(layout)`` makes it: read-only where the
+    parent's type is, and where its layout is not unique (DECISIONS 19: a broadcast is
+    read-only unless ``from_buffer(..., is_readonly=False)`` asks, which compiled code
+    never does).
+    """
     from .memoryview import StridedMemoryView
 
     layout = parent.layout
@@ -565,7 +571,7 @@ def _from_compiled(parent, shape, strides, offset, readonly, boundscheck):
     else:
         new_layout = type(layout)._numba_box(shape, strides, layout.itemsize, offset)
         view = StridedMemoryView.from_buffer(
-            parent.buffer, new_layout, parent.dtype, is_readonly=readonly
+            parent.buffer, new_layout, parent.dtype, is_readonly=True if readonly else None
         )
     return BoundsCheckedView(view) if boundscheck else view
 
