@@ -65,11 +65,18 @@ from ._kernel_codes import (  # noqa: F401 - re-exported for compiled callers
     OVERFLOW_VOLUME,
 )
 
-
 # ------------------------------------------------------------------------- arithmetic
+_SMALL = 2**31  # a product of two integers below this in magnitude fits in int64
+
+
 @njit(cache=True)
 def mul_fits(a, b):
-    """Whether ``a * b`` fits in int64."""
+    """Whether ``a * b`` fits in int64.
+
+    Factors below ``2**31`` in magnitude (most of them) are settled without a division.
+    """
+    if (-_SMALL < a < _SMALL) & (-_SMALL < b < _SMALL):
+        return True
     if a == 0 or b == 0:
         return True
     if a > 0:
@@ -826,35 +833,46 @@ def step_offset(offset, index, stride):
 
 
 @njit(cache=True)
-def _sliced_axis(offset, stride, first, length, step, limit):
+def _sliced_axis(offset, stride, first, length, step, itemsize):
     """One axis sliced to ``length`` elements from index ``first`` by ``step``: returns
-    ``(status, offset, length, stride)``, the new stride limited to ``[-limit, limit]``.
+    ``(status, offset, length, stride)``.
 
     As in NumPy, an empty slice keeps the axis' stride and adds nothing to the offset;
     otherwise the offset grows by the first element's and the stride is ``stride *
-    step`` (``OVERFLOW_OFFSET`` if either does not fit); an axis of extent 1 keeps its
-    stride when the product would not fit (it is never used).
+    step``: ``OVERFLOW_OFFSET`` if the offset does not fit in int64, or the new stride
+    not in int64 in bytes (elements of ``itemsize`` bytes); an axis of extent 1 keeps
+    its stride when the product would not fit (it is never used).
     """
     if length == 0:
         return OK, offset, 0, stride
     status, offset = step_offset(offset, first, stride)
     if status:
         return status, offset, 0, 0
-    if mul_fits(stride, step) and -limit <= stride * step <= limit:
-        return OK, offset, length, stride * step
+    if mul_fits(stride, step):
+        product = stride * step
+        # below 2**31 every product fits in bytes (itemsizes are below 2**31): no division
+        if (-_SMALL < product < _SMALL) or -(INT64_MAX // itemsize) <= product <= (
+            INT64_MAX // itemsize
+        ):
+            return OK, offset, length, product
     if length > 1:
         return OVERFLOW_OFFSET, offset, 0, 0
     return OK, offset, length, stride
 
 
 @njit(cache=True)
-def slice_one(offset, extent, stride, start, stop, step, has_start, has_stop):
+def slice_one(offset, extent, stride, start, stop, step, has_start, has_stop, itemsize):
     """Slice one axis with Python's slice rules: returns (status, offset, extent, stride).
 
-    The rule of :func:`_sliced_axis` after :func:`slice_axis`, strides within int64.
+    The rule of :func:`apply_index` for one slice (elements of ``itemsize`` bytes), for
+    compiled code that slices axis by axis: :func:`slice_axis`, then
+    :func:`_sliced_axis`. A step of ``INT64_MIN`` counts as ``-INT64_MAX`` (either
+    leaves at most one element), as the Python class passes it to :func:`apply_index`.
     """
+    if step == INT64_MIN:
+        step = -INT64_MAX
     first, length = slice_axis(extent, start, stop, step, has_start, has_stop)
-    return _sliced_axis(offset, stride, first, length, step, INT64_MAX)
+    return _sliced_axis(offset, stride, first, length, step, itemsize)
 
 
 @njit(cache=True)
@@ -875,7 +893,6 @@ def apply_index(lay, n, offset, itemsize, items, out, m):
     -1)`` when a stride times a step does not fit in int64 in bytes (for a result extent
     above 1). Strides follow NumPy, also for an empty result (see :func:`_sliced_axis`).
     """
-    limit = INT64_MAX // itemsize
     r = 0
     ax = 0
     off = offset
@@ -885,7 +902,7 @@ def apply_index(lay, n, offset, itemsize, items, out, m):
         c = items[3 * i + 2]
         if c != 0:
             status, off, length, stride = _sliced_axis(
-                off, lay[n + ax], a, _range_length(a, b, c), c, limit
+                off, lay[n + ax], a, _range_length(a, b, c), c, itemsize
             )
             if status:
                 return status, ax, i, 0, -1

@@ -61,6 +61,7 @@ REACHES_BEFORE_START = 22
 ITEMSIZE_DIFFERS = 23
 REACHES_BEFORE_BUFFER = 24
 REACHES_PAST_BUFFER = 25
+SIZE_OVERFLOW = 26
 
 
 _MESSAGES = {
@@ -95,6 +96,7 @@ _MESSAGES = {
     ITEMSIZE_DIFFERS: (ValueError, "the layout's itemsize differs from the view's"),
     REACHES_BEFORE_BUFFER: (ValueError, "the layout reaches before the view's buffer"),
     REACHES_PAST_BUFFER: (ValueError, "the layout reaches past the end of the view's buffer"),
+    SIZE_OVERFLOW: (OverflowError, "the size in bytes does not fit in int64"),
 }  # fmt: skip
 
 

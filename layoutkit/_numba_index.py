@@ -148,21 +148,38 @@ def plan_for_values(index, ndim):
 # lowering
 
 
-_SLICE_AXIS_SIGNATURE = signature(
-    types.UniTuple(types.int64, 2), *(types.int64,) * 4, types.boolean, types.boolean
+_SLICE_ONE_SIGNATURE = signature(
+    types.UniTuple(types.int64, 4), *(types.int64,) * 6, types.boolean, types.boolean, types.int64
 )
+_STEP_OFFSET_SIGNATURE = signature(types.UniTuple(types.int64, 2), *(types.int64,) * 3)
+_MUL_FITS_SIGNATURE = signature(types.boolean, types.int64, types.int64)
 
 
-def lower_index(context, builder, plan, index_type, index, shape, strides, check, exc, what):
+def lower_index(
+    context, builder, plan, index_type, index, shape, strides, offset, itemsize, check, exc, what
+):
     """Emit a planned basic index: returns (element offset, new shape, new strides).
+
+    The rule of :func:`layoutkit._kernels.apply_index` (NumPy's basic indexing), applied
+    entry by entry with its building blocks, so that nothing is stored: slices are
+    :func:`~layoutkit._kernels.slice_one` (an empty slice keeps the stride and the
+    offset; a new stride must fit in int64 in bytes, ``OverflowError`` otherwise), an
+    integer adds its element's offset (range-checked if ``check``), a new axis has
+    extent 1 and stride 0.
 
     Parameters
     ----------
     plan : IndexPlan
     index_type, index : numba type and LLVM value of the index
     shape, strides : lists of int64 LLVM values (strides in elements)
+    offset : int64 LLVM value
+        The operand's slice offset; the returned offset includes it.
+    itemsize : int64 LLVM value
+        Bytes per element (the byte limit of new strides).
     check : bool
-        Range-check integer entries (``exc`` with a message naming the axis).
+        Range-check integer entries (``exc`` with a message naming the axis), and check
+        what ``apply_index`` checks of the offset: that it fits in int64 (in bytes for
+        an empty result), which only a zero-volume operand can break.
     exc : type
         Exception class for an out-of-range integer.
     what : str
@@ -172,7 +189,6 @@ def lower_index(context, builder, plan, index_type, index, shape, strides, check
     is_tuple = isinstance(index_type, types.BaseTuple)
     entry_types = _entries(index_type, is_tuple)
     entries = cgutils.unpack_tuple(builder, index, len(entry_types)) if is_tuple else [index]
-    offset = ir.Constant(int64, 0)
     new_shape, new_strides = [], []
     axis = 0
     for op, position in plan.steps:
@@ -186,7 +202,14 @@ def lower_index(context, builder, plan, index_type, index, shape, strides, check
                 context, builder, entries[position], entry_types[position], extent, check,
                 exc, f"{what} out of bounds on axis {axis}",
             )  # fmt: skip
-            offset = builder.add(offset, builder.mul(value, stride))
+            if check:
+                status, offset = _call(
+                    context, builder, _kernels.step_offset, _STEP_OFFSET_SIGNATURE,
+                    (offset, value, stride),
+                )  # fmt: skip
+                _raise_if(context, builder, status, f"{what} on axis {axis}: the offset does not fit in int64")
+            else:
+                offset = builder.add(offset, builder.mul(value, stride))
         elif op == "slice":
             slice_type = entry_types[position]
             sl = context.make_helper(builder, slice_type, entries[position])
@@ -195,19 +218,42 @@ def lower_index(context, builder, plan, index_type, index, shape, strides, check
                 raise_in_place(context, builder, ValueError, "slice step cannot be zero")
             yes = ir.Constant(ir.IntType(1), 1)
             # numba gives a missing start/stop a value that clamps to the same bound
-            start, length = cgutils.unpack_tuple(
-                builder,
-                context.compile_internal(
-                    builder, _kernels.slice_axis.py_func, _SLICE_AXIS_SIGNATURE,
-                    (extent, sl.start, sl.stop, step, yes, yes),
-                ),
-                2,
+            status, offset, length, new_stride = _call(
+                context, builder, _kernels.slice_one, _SLICE_ONE_SIGNATURE,
+                (offset, extent, stride, sl.start, sl.stop, step, yes, yes, itemsize),
+            )  # fmt: skip
+            _raise_if(
+                context, builder, status,
+                f"{what} on axis {axis}: the new offset or stride does not fit in int64 in bytes",
             )  # fmt: skip
             new_shape.append(length)
-            new_strides.append(builder.mul(stride, step))
-            offset = builder.add(offset, builder.mul(start, stride))
+            new_strides.append(new_stride)
         else:
             new_shape.append(extent)
             new_strides.append(stride)
         axis += 1
+    if check:
+        empty = cgutils.false_bit
+        for extent in new_shape:
+            empty = builder.or_(empty, builder.icmp_signed("==", extent, ir.Constant(int64, 0)))
+        with builder.if_then(empty, likely=False):
+            fits = context.compile_internal(
+                builder, _kernels.mul_fits.py_func, _MUL_FITS_SIGNATURE, (offset, itemsize)
+            )
+            with cgutils.if_unlikely(builder, builder.not_(fits)):
+                raise_in_place(
+                    context, builder, OverflowError, f"{what}: the offset in bytes does not fit in int64"
+                )
     return offset, new_shape, new_strides
+
+
+def _call(context, builder, kernel, sig, args):
+    """The values of the tuple ``kernel(*args)`` returns (compiled in the current target)."""
+    result = context.compile_internal(builder, kernel.py_func, sig, args)
+    return cgutils.unpack_tuple(builder, result, len(sig.return_type))
+
+
+def _raise_if(context, builder, status, message):
+    """Raise ``OverflowError(message)`` in place if ``status`` is not 0 (a kernel's)."""
+    with cgutils.if_unlikely(builder, cgutils.is_not_null(builder, status)):
+        raise_in_place(context, builder, OverflowError, message)

@@ -57,6 +57,7 @@ from numba.extending import (
 
 from . import _kernels as K
 from . import _numba_checks as S
+from . import _numba_fingerprint as _fingerprint
 from ._errors import AxisError
 from ._numba_boxing import Objects, call_python, failed, getattr_fast, read_int64s
 from ._numba_checks import (
@@ -76,15 +77,22 @@ _ITEMSIZE_LIMIT = 2**31
 
 
 class StridedLayoutType(types.Type):
-    """Numba type of a ``StridedLayout`` with ``ndim`` dimensions."""
+    """Numba type of a ``StridedLayout`` with ``ndim`` dimensions.
+
+    Its key holds the fingerprint of layoutkit's compiled side
+    (:mod:`layoutkit._numba_fingerprint`), so that a ``cache=True`` function compiled
+    with another layoutkit is compiled again rather than loaded.
+    """
 
     def __init__(self, ndim):
         self.ndim = ndim
+        self.fingerprint = _fingerprint.FINGERPRINT
         super().__init__(name=f"StridedLayout(ndim={ndim})")
 
     @property
     def key(self):
-        return self.ndim
+        # a type unpickled from an older cache index may have no fingerprint
+        return self.ndim, getattr(self, "fingerprint", None)
 
 
 _TYPES = {}
@@ -190,7 +198,8 @@ def _box_layout(typ, val, c):
 def make_layout(typingctx, shape, strides, itemsize, slice_offset):
     """A layout value from int tuples ``shape``, ``strides`` and two ints (not checked).
 
-    A zero-volume result gets zero strides and offset, as every Python layout does.
+    The values are taken as they are: a zero-volume layout keeps its strides and offset,
+    as a Python layout does.
     """
     if not (_is_int_tuple(shape) and _is_int_tuple(strides, len(shape))):
         return None
@@ -210,18 +219,12 @@ def make_layout(typingctx, shape, strides, itemsize, slice_offset):
 
 
 def _layout_value(context, builder, typ, shape, strides, itemsize, offset):
-    """A canonical layout struct (zero strides and offset if empty) from int64 values."""
-    zero = ir.Constant(ir.IntType(64), 0)
-    empty = cgutils.false_bit
-    for extent in shape:
-        empty = builder.or_(empty, builder.icmp_signed("==", extent, zero))
+    """A layout struct from int64 LLVM values."""
     layout = cgutils.create_struct_proxy(typ)(context, builder)
     layout.shape = context.make_tuple(builder, _int_tuple(typ.ndim), shape)
-    layout.strides = context.make_tuple(
-        builder, _int_tuple(typ.ndim), [builder.select(empty, zero, s) for s in strides]
-    )
+    layout.strides = context.make_tuple(builder, _int_tuple(typ.ndim), strides)
     layout.itemsize = itemsize
-    layout.slice_offset = builder.select(empty, zero, offset)
+    layout.slice_offset = offset
     return layout._getvalue()
 
 
@@ -306,20 +309,33 @@ def _pack(layout, lay):
 
 # ------------------------------------------------------------------ checks
 # Each returns a status code of layoutkit._numba_checks (0: fine) and never raises; the
-# methods raise through an intrinsic made by status_raiser, in the calling function.
+# methods raise through an intrinsic made by status_raiser, in the calling function. The
+# arithmetic is the layout kernel the Python class runs for the same operation, after
+# the argument checks the class makes first, in its order.
 
 
 @register_jitable
-def _analysis_status(lay, n, itemsize, offset, info):
-    """Whether a layout's numbers fit in int64 (the Python class's check when it is made)."""
-    status = K.analyze(lay, n, itemsize, offset, info)
+def _kernel_status(status):
+    """The status of compiled methods for a layout kernel's extent or overflow status."""
+    if status == K.OK:
+        return S.OK
+    if status == K.NEGATIVE_EXTENT:
+        return S.NEGATIVE_EXTENT
+    if status == K.NOT_A_MULTIPLE:
+        return S.STRIDE_NOT_MULTIPLE
     if status == K.OVERFLOW_VOLUME:
         return S.VOLUME_OVERFLOW
     if status == K.OVERFLOW_OFFSET:
         return S.OFFSET_OVERFLOW
+    return S.BYTES_OVERFLOW
+
+
+@register_jitable
+def _dense_status(status):
+    """``_kernel_status`` for a dense layout, whose byte overflow is its size in bytes."""
     if status == K.OVERFLOW_BYTES:
-        return S.BYTES_OVERFLOW
-    return S.OK
+        return S.SIZE_OVERFLOW
+    return _kernel_status(status)
 
 
 @register_jitable
@@ -342,8 +358,8 @@ def _extents_into(shape, lay):
 
 
 @register_jitable(forceinline=True)
-def _permutation_into(order, n, out):
-    """Write the axes of int64 tuple ``order``, normalised, to ``out``.
+def _permutation_into(order, n, out, base):
+    """Write the axes of int64 tuple ``order``, normalised, to ``out[base:base+n]``.
 
     As the Python class: an axis out of range anywhere is reported before a repeat.
     Branch-free (the axes' bits must cover ``0..n-1`` exactly), as it runs inlined.
@@ -355,7 +371,7 @@ def _permutation_into(order, n, out):
         in_range &= (a >= -n) & (a < n)
         a = (a + n if a < 0 else a) & 63  # in 0..63 even when out of range
         seen |= 1 << a
-        out[i] = a
+        out[base + i] = a
     if not in_range:
         return S.AXIS_OUT_OF_RANGE
     if seen != _ALL_AXES[n]:
@@ -374,77 +390,61 @@ def _axis_status(axis, n):
 
 
 @register_jitable
-def _shape_into(shape, itemsize, lay):
-    """Check ``shape`` and ``itemsize`` (in the Python class's order); copy the shape to lay."""
+def _strided_into(shape, strides, itemsize, divide, lay):
+    """``StridedLayout(shape, strides, itemsize, divide)`` into ``lay``.
+
+    The Python constructor's order: the extents, the itemsize, then the ``check``
+    kernel (dividing byte strides by the itemsize when ``divide``).
+    """
+    n = len(shape)
     status = _extents_into(shape, lay)
     if status == S.OK:
         status = _itemsize_status(itemsize)
-    return status
-
-
-@register_jitable
-def _dense_into(n, itemsize, lay, order, info):
-    """Dense strides in the axis order ``order`` for the shape already in ``lay``."""
-    if K.volume_of(lay, n) < 0:
-        return S.VOLUME_OVERFLOW
-    K.dense_strides(lay, n, order, lay, n)
-    return _analysis_status(lay, n, itemsize, 0, info)
-
-
-@register_jitable
-def _strided_into(shape, strides, itemsize, in_bytes, lay, info):
-    """The layout ``StridedLayout(shape, strides, itemsize, in_bytes)`` in ``lay``."""
-    n = len(shape)
-    status = _shape_into(shape, itemsize, lay)
     if status == S.OK:
         for i in range(n):
-            stride = strides[i]
-            if in_bytes:
-                if stride % itemsize != 0:
-                    return S.STRIDE_NOT_MULTIPLE
-                stride //= itemsize
-            lay[n + i] = stride
-        status = _analysis_status(lay, n, itemsize, 0, info)
+            lay[n + i] = strides[i]
+        status = _kernel_status(K.check(lay, n, itemsize, 0, 1 if divide else 0)[0])
     return status
 
 
 @register_jitable
-def _order_c(stride_order, lay, n, order):
-    for i in range(n):
-        order[i] = i
+def _c_dense_into(shape, itemsize, lay):
+    """``StridedLayout(shape, None, itemsize)`` into ``lay``: the extents, the itemsize,
+    then the ``dense_layout`` kernel (C order)."""
+    status = _extents_into(shape, lay)
+    if status == S.OK:
+        status = _itemsize_status(itemsize)
+    if status == S.OK:
+        status = _dense_status(K.dense_layout(lay, len(shape), itemsize, 0)[0])
+    return status
+
+
+@register_jitable
+def _no_order(stride_order, n, out, base):
     return S.OK
 
 
 @register_jitable
-def _order_f(stride_order, lay, n, order):
-    for i in range(n):
-        order[i] = n - 1 - i
-    return S.OK
+def _given_order(stride_order, n, out, base):
+    return _permutation_into(_int64_tuple(stride_order), n, out, base)
 
 
-@register_jitable
-def _order_k(stride_order, lay, n, order):
-    K.stride_order(lay, n, order, 0)
-    return S.OK
+def _order_kind(stride_order, n, allow_k):
+    """``(kind, filler)`` for the ``stride_order`` argument of ``dense`` / ``dense_like``.
 
-
-@register_jitable
-def _order_given(stride_order, lay, n, order):
-    return _permutation_into(_int64_tuple(stride_order), n, order)
-
-
-def _order_filler(stride_order, n, allow_k):
-    """The function writing the axis order (slowest first) that ``stride_order`` asks for.
-
-    Each has the signature ``(stride_order, lay, n, order) -> status``; ``"K"`` reads the
-    layout's stride order from ``lay``.
+    ``kind`` is the kernels' (0 C, 1 Fortran, 2 an axis order, 3 the layout's own stride
+    order); ``filler(stride_order, n, out, base)`` writes a given axis order, checked
+    as the Python class checks it, to ``out[base:base+n]`` and returns a status.
+    ``None`` is ``"K"`` for ``dense_like`` and ``"C"`` for ``dense``, as in Python.
     """
     value = _literal(stride_order)
+    if value is None or isinstance(value, types.NoneType):
+        value = "K" if allow_k else "C"
     letters = ("K", "C", "F") if allow_k else ("C", "F")
     if isinstance(value, str) and value in letters:
-        return {"K": _order_k, "C": _order_c, "F": _order_f}[value]
+        return {"C": 0, "F": 1, "K": 3}[value], _no_order
     if _is_int_tuple(stride_order, n):
-        return _order_given
+        return 2, _given_order
     raise TypingError(
         f"stride_order in compiled code is one of the literals {', '.join(letters)} or a "
         f"tuple of {n} axes, got {stride_order}"
@@ -484,16 +484,11 @@ def _type_constructor(context):
 def _constructor_function(n, c_order, by_bytes):
     """``(shape, strides, itemsize[, divide]) -> (status, layout)`` for ``StridedLayout(...)``."""
     n2 = 2 * n
-    info_size = K.INFO_ORDER + n
     if c_order:
 
         def build(shape, strides, itemsize):
             lay = _stack_int64(n2)
-            order = _stack_int64(n)
-            _order_c(None, lay, n, order)
-            status = _shape_into(_int64_tuple(shape), itemsize, lay)
-            if status == S.OK:
-                status = _dense_into(n, itemsize, lay, order, _stack_int64(info_size))
+            status = _c_dense_into(_int64_tuple(shape), itemsize, lay)
             return status, make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
 
     elif by_bytes:
@@ -501,19 +496,15 @@ def _constructor_function(n, c_order, by_bytes):
         def build(shape, strides, itemsize, divide_strides):
             lay = _stack_int64(n2)
             status = _strided_into(
-                _int64_tuple(shape), _int64_tuple(strides), itemsize, divide_strides, lay,
-                _stack_int64(info_size),
-            )  # fmt: skip
+                _int64_tuple(shape), _int64_tuple(strides), itemsize, divide_strides, lay
+            )
             return status, make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
 
     else:
 
         def build(shape, strides, itemsize):
             lay = _stack_int64(n2)
-            status = _strided_into(
-                _int64_tuple(shape), _int64_tuple(strides), itemsize, False, lay,
-                _stack_int64(info_size),
-            )  # fmt: skip
+            status = _strided_into(_int64_tuple(shape), _int64_tuple(strides), itemsize, False, lay)
             return status, make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
 
     return build
@@ -535,24 +526,30 @@ def _lower_constructor(context, builder, sig, args):
 
 
 def _dense(cls, shape, itemsize, stride_order="C"):
-    """``StridedLayout.dense(shape, itemsize, stride_order="C")`` in compiled code."""
+    """``StridedLayout.dense(shape, itemsize, stride_order="C")`` in compiled code.
+
+    The Python class's order: the itemsize, the axis order, then the ``dense_layout``
+    kernel (which checks the extents).
+    """
     if not _is_int_tuple(shape):
         raise TypingError(f"StridedLayout.dense() needs a tuple of integer extents, got {shape}")
     n = len(shape)
     if n > MAX_NDIM:
         raise TypingError(f"StridedLayout.dense() supports at most {MAX_NDIM} dimensions")
-    fill_order = _order_filler(stride_order, n, allow_k=False)
+    kind, fill_order = _order_kind(stride_order, n, allow_k=False)
     n2 = 2 * n
-    info_size = K.INFO_ORDER + n
+    n3 = 3 * n
 
     def impl(cls, shape, itemsize, stride_order="C"):
-        lay = _stack_int64(n2)
-        order = _stack_int64(n)
-        status = _shape_into(_int64_tuple(shape), itemsize, lay)
+        lay = _stack_int64(n3)  # shape | strides | the axis order of kind 2
+        status = _itemsize_status(itemsize)
         if status == S.OK:
-            status = fill_order(stride_order, lay, n, order)
+            status = fill_order(stride_order, n, lay, n2)
         if status == S.OK:
-            status = _dense_into(n, itemsize, lay, order, _stack_int64(info_size))
+            values = _int64_tuple(shape)
+            for i in range(n):
+                lay[i] = values[i]
+            status = _dense_status(K.dense_layout(lay, n, itemsize, kind)[0])
         _raise_dense(status)
         return make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
 
@@ -581,12 +578,19 @@ def _eq(a, b):
 
     def impl(a, b):
         # as the Python class: equal when every index maps to the same offset, so the
-        # strides of extent-1 axes do not count
-        if a.itemsize != b.itemsize or a.slice_offset != b.slice_offset:
+        # strides of extent-1 axes do not count, and zero-volume layouts of one shape
+        # and itemsize are equal whatever their strides and offsets
+        if a.itemsize != b.itemsize:
             return False
+        empty = False
         for i in range(n):
             if a.shape[i] != b.shape[i]:
                 return False
+            empty |= a.shape[i] == 0
+        if empty:
+            return True
+        if a.slice_offset != b.slice_offset:
+            return False
         for i in range(n):  # noqa: SIM110 - no generator expressions in compiled code
             if a.shape[i] != 1 and a.strides[i] != b.strides[i]:
                 return False
@@ -827,7 +831,7 @@ def _checked_offset(typingctx, layout, index):
 @register_jitable(forceinline=True)
 def _permute_into(layout, axis_order, lay, order, out):
     n = len(layout.shape)
-    status = _permutation_into(axis_order, n, order)
+    status = _permutation_into(axis_order, n, order, 0)
     if status == S.OK:
         _pack(layout, lay)
         for i in range(n):  # a gather from the stack, not a switch over tuple entries
@@ -859,10 +863,13 @@ def _permuted(layout, axis_order):
 
 
 @register_jitable
-def _reshape_into(layout, shape, lay, new_shape, out):
-    """NumPy's no-copy reshape to int64 tuple ``shape`` (one -1 allowed) into ``out``.
+def _reshape_into(layout, shape, lay, out):
+    """Reshape to int64 tuple ``shape`` (one -1 allowed): shape ``out[0:m]``, strides
+    ``out[m:2m]``.
 
-    ``new_shape`` receives the extents, ``out[m:2m]`` the strides (zeros if empty).
+    The Python class's steps: the extents checked and a -1 inferred as its
+    ``_infer_extent`` does (exact products: one beyond int64 exceeds any volume), then
+    the ``reshape_layout`` kernel.
     """
     n = len(layout.shape)
     m = len(shape)
@@ -870,40 +877,54 @@ def _reshape_into(layout, shape, lay, new_shape, out):
     volume = K.volume_of(lay, n)
     unknown = -1
     known = 1
+    beyond = False  # the product of the known extents exceeds int64
+    zero = False
     for i in range(m):
         e = shape[i]
-        new_shape[i] = e
+        out[i] = e
         if e == -1:
             if unknown >= 0:
                 return S.TWO_UNKNOWN_EXTENTS
             unknown = i
         elif e < 0:
             return S.NEGATIVE_EXTENT
-        elif K.mul_fits(known, e):
-            known *= e
-        else:
-            return S.VOLUMES_DIFFER
+        elif e == 0:
+            zero = True
+        elif not beyond:
+            if K.mul_fits(known, e):
+                known *= e
+            else:
+                beyond = True
+    if zero:
+        known = 0
+        beyond = False
     if unknown >= 0:
-        if known == 0:
+        if zero:
             return S.AMBIGUOUS_UNKNOWN_EXTENT
-        if volume % known != 0:
+        if beyond:  # volume % known is the volume itself
+            if volume != 0:
+                return S.INDIVISIBLE_VOLUME
+            out[unknown] = 0
+        elif volume % known != 0:
             return S.INDIVISIBLE_VOLUME
-        new_shape[unknown] = volume // known
-    elif known != volume:
+        else:
+            out[unknown] = volume // known
+    elif beyond or known != volume:
         return S.VOLUMES_DIFFER
-    if volume == 0:
-        for i in range(m):
-            out[m + i] = 0
+    status = K.reshape_layout(lay, n, out, m, layout.itemsize, volume)
+    if status == K.OK:
         return S.OK
-    if K.reshape(lay, n, new_shape, m, out, m) != 0:
-        return S.RESHAPE_NEEDS_COPY
-    return S.OK
+    if status == K.OVERFLOW_OFFSET:
+        return S.BYTES_OVERFLOW
+    return S.RESHAPE_NEEDS_COPY  # the extents were checked: the strides do not allow it
 
 
 @register_jitable(forceinline=True)
-def _reshape_contiguous(layout, shape, new_shape, out):
+def _reshape_contiguous(layout, shape, out):
     """The common case of ``_reshape_into``, straight-line once inlined: a C-contiguous
-    non-empty layout takes the dense C strides of any shape of its volume.
+    non-empty layout takes the dense C strides of any shape of its volume (the answer
+    of the ``reshape_layout`` kernel: volumes below 2**31 keep every byte stride within
+    int64).
 
     Returns ``NOT_HANDLED`` (and writes nothing meaningful) for every other case, which
     ``_reshape_into`` then settles, errors included.
@@ -938,7 +959,7 @@ def _reshape_contiguous(layout, shape, new_shape, out):
     for k in range(m):
         i = m - 1 - k
         e = volume // known if i == unknown else shape[i]
-        new_shape[i] = e
+        out[i] = e
         out[m + i] = stride
         stride *= e
     return S.OK
@@ -958,36 +979,40 @@ def _reshaped(layout, shape):
     m = len(shape) if isinstance(shape, types.BaseTuple) else 1
     if m > MAX_NDIM:
         raise TypingError(f"reshaped supports at most {MAX_NDIM} dimensions, got {m}")
-    mn2 = 2 * m + 2 * n
+    m2 = 2 * m
 
     def impl(layout, shape):
         values = _int64_tuple(shape)
-        new_shape = _stack_int64(m)
-        out = _stack_int64(mn2)
-        status = _reshape_contiguous(layout, values, new_shape, out)
+        out = _stack_int64(m2)
+        status = _reshape_contiguous(layout, values, out)
         if status == _NOT_HANDLED:
-            status = _reshape_into(layout, values, _stack_int64(n2), new_shape, out)
+            status = _reshape_into(layout, values, _stack_int64(n2), out)
         _raise_reshaped(status)
         return make_layout(
-            _tuple_from(new_shape, 0, m), _tuple_from(out, m, m), layout.itemsize,
-            layout.slice_offset,
-        )  # fmt: skip
+            _tuple_from(out, 0, m), _tuple_from(out, m, m), layout.itemsize, layout.slice_offset
+        )
 
     return impl
 
 
 @register_jitable
-def _broadcast_into(layout, shape, lay, new_shape, out, info):
+def _broadcast_into(layout, shape, lay, out):
+    """The ``broadcast_layout`` kernel; a negative extent is named as such (as in Python)."""
     n = len(layout.shape)
     m = len(shape)
     _pack(layout, lay)
+    negative = False
     for i in range(m):
-        if shape[i] < 0:
-            return S.NEGATIVE_EXTENT
-        new_shape[i] = shape[i]
-    if K.broadcast(lay, n, new_shape, m, out, m) != 0:
+        out[i] = shape[i]
+        negative |= shape[i] < 0
+    status = K.broadcast_layout(lay, n, out, m, layout.itemsize, layout.slice_offset)[0]
+    if status == K.OK:
+        return S.OK
+    if negative:
+        return S.NEGATIVE_EXTENT
+    if status == K.INCOMPATIBLE:
         return S.BROADCAST_MISMATCH
-    return _analysis_status(out, m, layout.itemsize, layout.slice_offset, info)
+    return _kernel_status(status)
 
 
 _raise_broadcast_to = status_raiser("broadcast_to")
@@ -1003,16 +1028,10 @@ def _broadcast_to(layout, shape):
     if m > MAX_NDIM:
         raise TypingError(f"broadcast_to supports at most {MAX_NDIM} dimensions, got {m}")
     m2 = 2 * m
-    info_size = K.INFO_ORDER + m
 
     def impl(layout, shape):
         out = _stack_int64(m2)
-        _raise_broadcast_to(
-            _broadcast_into(
-                layout, _int64_tuple(shape), _stack_int64(n2), _stack_int64(m), out,
-                _stack_int64(info_size),
-            )
-        )  # fmt: skip
+        _raise_broadcast_to(_broadcast_into(layout, _int64_tuple(shape), _stack_int64(n2), out))
         return make_layout(
             _tuple_from(out, 0, m), _tuple_from(out, m, m), layout.itemsize, layout.slice_offset
         )
@@ -1021,41 +1040,26 @@ def _broadcast_to(layout, shape):
 
 
 @register_jitable
-def _unsqueeze_into(layout, axes, new, out):
-    """Insert extent-1 axes at int64 tuple ``axes`` (of the result) into ``out``."""
+def _unsqueeze_into(layout, axes, lay, out):
+    """Insert extent-1 axes at int64 tuple ``axes`` (of the result) into ``out``.
+
+    Each axis is checked in turn as the Python class does (out of range, then repeated),
+    then the ``unsqueeze`` kernel inserts them.
+    """
     n = len(layout.shape)
     k = len(axes)
     m = n + k
-    for i in range(m):
-        new[i] = 0
+    new_axes = 0
     for j in range(k):
-        if axes[j] < -m or axes[j] >= m:
+        a = axes[j]
+        if a < -m or a >= m:
             return S.AXIS_OUT_OF_RANGE
-    for j in range(k):
-        a = axes[j] + m if axes[j] < 0 else axes[j]
-        if new[a] != 0:
+        bit = 1 << (a + m if a < 0 else a)
+        if new_axes & bit:
             return S.REPEATED_AXIS
-        new[a] = 1
-    old = 0
-    for i in range(m):
-        if new[i] == 0:
-            out[i] = layout.shape[old]
-            out[m + i] = layout.strides[old]
-            old += 1
-        else:
-            out[i] = 1
-    # as the Python class: a new axis takes extent * stride of the next original axis
-    # (that stride alone where the product overflows), or the last stride
-    following = 1
-    if n > 0:
-        following = layout.strides[n - 1]
-    for i in range(m - 1, -1, -1):
-        if new[i] == 1:
-            out[m + i] = following
-        elif K.mul_fits(out[m + i], out[i]):
-            following = out[m + i] * out[i]
-        else:
-            following = out[m + i]
+        new_axes |= bit
+    _pack(layout, lay)
+    K.unsqueeze(lay, n, new_axes, m, layout.itemsize, out)
     return S.OK
 
 
@@ -1065,6 +1069,7 @@ _raise_unsqueezed = status_raiser("unsqueezed")
 @inline_method(StridedLayoutType, "unsqueezed")
 def _unsqueezed(layout, axis):
     n = layout.ndim
+    n2 = 2 * n
     if isinstance(axis, types.Integer):
         k = 1
     elif _is_int_tuple(axis):
@@ -1078,7 +1083,7 @@ def _unsqueezed(layout, axis):
 
     def impl(layout, axis):
         out = _stack_int64(m2)
-        _raise_unsqueezed(_unsqueeze_into(layout, _int64_tuple(axis), _stack_int64(m), out))
+        _raise_unsqueezed(_unsqueeze_into(layout, _int64_tuple(axis), _stack_int64(n2), out))
         return make_layout(
             _tuple_from(out, 0, m), _tuple_from(out, m, m), layout.itemsize, layout.slice_offset
         )
@@ -1096,11 +1101,12 @@ def _literal(value):
 
 
 @register_jitable
-def _repack_into(layout, itemsize, data_ptr, axis, lay, out, info):
+def _repack_into(layout, itemsize, data_ptr, axis, lay, out):
     """Repack to ``itemsize`` along ``axis`` into ``out``: returns (status, new offset).
 
-    Checks in the Python class's order; an unchanged itemsize gives the layout itself
-    (``out`` holds it) once the axis is known to be valid.
+    The Python class's checks in its order, then the ``repack_layout`` kernel; an
+    unchanged itemsize gives the layout itself (``out`` holds it) once the axis is known
+    to be valid.
     """
     n = len(layout.shape)
     old = layout.itemsize
@@ -1122,10 +1128,12 @@ def _repack_into(layout, itemsize, data_ptr, axis, lay, out, info):
             return S.PACK_MISALIGNED, 0
     elif old % itemsize != 0:
         return S.UNPACK_NOT_DIVISOR, 0
-    status, offset = K.repack(lay, n, layout.slice_offset, old, itemsize, ax, out, n)
-    if status != 0:
+    status, offset, _, _, _ = K.repack_layout(lay, n, layout.slice_offset, old, itemsize, ax, out)
+    if status == K.OK:
+        return S.OK, offset
+    if status == K.INCOMPATIBLE:
         return S.REPACK_INCOMPATIBLE, 0
-    return _analysis_status(out, n, itemsize, offset, info), offset
+    return _kernel_status(status), 0
 
 
 _raise_repacked = status_raiser("repacked")
@@ -1135,7 +1143,6 @@ _raise_repacked = status_raiser("repacked")
 def _repacked(layout, itemsize, data_ptr=0, axis=-1, keep_dim=True):
     n = layout.ndim
     n2 = 2 * n
-    info_size = K.INFO_ORDER + n
     if _literal(keep_dim) is not True:
         raise TypingError(
             "repacked in compiled code keeps the packed axis: keep_dim must be the literal True "
@@ -1144,9 +1151,7 @@ def _repacked(layout, itemsize, data_ptr=0, axis=-1, keep_dim=True):
 
     def impl(layout, itemsize, data_ptr=0, axis=-1, keep_dim=True):
         out = _stack_int64(n2)
-        status, offset = _repack_into(
-            layout, itemsize, data_ptr, axis, _stack_int64(n2), out, _stack_int64(info_size)
-        )
+        status, offset = _repack_into(layout, itemsize, data_ptr, axis, _stack_int64(n2), out)
         _raise_repacked(status)
         return make_layout(_tuple_from(out, 0, n), _tuple_from(out, n, n), itemsize, offset)
 
@@ -1155,7 +1160,7 @@ def _repacked(layout, itemsize, data_ptr=0, axis=-1, keep_dim=True):
 
 @register_jitable
 def _max_compatible(layout, max_itemsize, data_ptr, axis, lay):
-    """``max_compatible_itemsize``'s checks and result: (status, itemsize)."""
+    """``max_compatible_itemsize``'s checks, then its kernel: (status, itemsize)."""
     n = len(layout.shape)
     if max_itemsize <= 0:
         return S.MAX_ITEMSIZE_NOT_POSITIVE, 0
@@ -1164,11 +1169,10 @@ def _max_compatible(layout, max_itemsize, data_ptr, axis, lay):
         return status, 0
     if max_itemsize < layout.itemsize:
         return S.MAX_ITEMSIZE_TOO_SMALL, 0
-    largest = min(max_itemsize, _ITEMSIZE_LIMIT - 1)
     _pack(layout, lay)
     ax = axis + n if axis < 0 else axis
     return S.OK, K.max_compatible_itemsize(
-        lay, n, layout.slice_offset, layout.itemsize, largest, data_ptr % largest, ax
+        lay, n, layout.slice_offset, layout.itemsize, max_itemsize, data_ptr % max_itemsize, ax
     )
 
 
@@ -1194,38 +1198,25 @@ _raise_to_dense = status_raiser("to_dense")
 def _to_dense(layout, stride_order="K"):
     n = layout.ndim
     n2 = 2 * n
-    fill_order = _order_filler(stride_order, n, allow_k=True)
-    any_order = fill_order is _order_k
+    n3 = 3 * n
+    kind, fill_order = _order_kind(stride_order, n, allow_k=True)
+    may_return_self = kind != 2  # as the Python class: an explicit order makes a new layout
 
     def impl(layout, stride_order="K"):
         lay = _stack_int64(n2)
-        order = _stack_int64(n)
-        out = _stack_int64(n)
-        _pack(layout, lay)
-        _raise_to_dense(fill_order(stride_order, lay, n, order))
-        if _is_dense_in(layout, order, any_order):
-            return layout  # as the Python class: a dense layout is its own dense version
-        K.dense_strides(lay, n, order, out, 0)
-        return make_layout(layout.shape, _tuple_from(out, 0, n), layout.itemsize, 0)
+        out = _stack_int64(n3)  # shape | strides | the axis order (given, or "K"'s)
+        same = 0
+        status = fill_order(stride_order, n, out, n2)
+        if status == S.OK:
+            _pack(layout, lay)
+            kernel_status, _, _, _, same = K.dense_like(lay, n, layout.itemsize, kind, out)
+            status = _dense_status(kernel_status)
+        _raise_to_dense(status)
+        if may_return_self and same and layout.slice_offset == 0:
+            return layout  # already dense in that order: the layout itself, as in Python
+        return make_layout(layout.shape, _tuple_from(out, n, n), layout.itemsize, 0)
 
     return impl
-
-
-@register_jitable
-def _is_dense_in(layout, order, any_order):
-    """Whether ``layout`` is already the dense layout of axis ``order`` (Python's rule:
-    dense for "K"; dense and C- or F-contiguous for the C or F axis order)."""
-    if not layout.is_dense:
-        return False
-    if any_order:
-        return True
-    n = len(layout.shape)
-    c_order = True
-    f_order = True
-    for i in range(n):
-        c_order &= order[i] == i
-        f_order &= order[i] == n - 1 - i
-    return (c_order and layout.is_contiguous_c) or (f_order and layout.is_contiguous_f)
 
 
 def _no_static_ndim(name):
@@ -1266,12 +1257,9 @@ def _lower_getitem(context, builder, sig, args):
         context, builder, plan, index_type, args[1],
         cgutils.unpack_tuple(builder, struct.shape, typ.ndim),
         cgutils.unpack_tuple(builder, struct.strides, typ.ndim),
-        True, AxisError, "index",
+        struct.slice_offset, struct.itemsize, True, AxisError, "index",
     )  # fmt: skip
-    return _layout_value(
-        context, builder, sig.return_type, shape, strides, struct.itemsize,
-        builder.add(struct.slice_offset, offset),
-    )  # fmt: skip
+    return _layout_value(context, builder, sig.return_type, shape, strides, struct.itemsize, offset)
 
 
 @inline_method(StridedLayoutType, "sliced")

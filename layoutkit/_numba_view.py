@@ -76,6 +76,7 @@ from numba.extending import (
 from numba.np import numpy_support
 
 from . import _numba_checks as S
+from . import _numba_fingerprint as _fingerprint
 from ._numba_boxing import Objects, call_python, failed, getattr_fast
 from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
@@ -146,6 +147,7 @@ class StridedViewType(types.Type):
         self.layout = layout
         self.readonly = bool(readonly)
         self.boundscheck = bool(boundscheck)
+        self.fingerprint = _fingerprint.FINGERPRINT  # see StridedLayoutType
         flags = "".join(
             f", {flag}" for flag, on in (("readonly", readonly), ("boundscheck", boundscheck)) if on
         )
@@ -165,8 +167,12 @@ class StridedViewType(types.Type):
 
     @property
     def key(self):
-        # the name alone would make a view of an opaque float16 and one of float16 equal
-        return self.dtype, self.ndim, self.layout, self.readonly, self.boundscheck
+        # the name alone would make a view of an opaque float16 and one of float16 equal;
+        # the fingerprint keeps cached code compiled with another layoutkit from loading
+        return (
+            self.dtype, self.ndim, self.layout, self.readonly, self.boundscheck,
+            getattr(self, "fingerprint", None),
+        )  # fmt: skip
 
     @property
     def itemsize(self):
@@ -199,6 +205,9 @@ def strided_view_type(dtype, ndim, layout="A", readonly=False, boundscheck=False
 def _itemsize_of(dtype):
     if isinstance(dtype, OpaqueElement):
         return dtype.itemsize
+    bitwidth = getattr(dtype, "bitwidth", None)
+    if isinstance(dtype, types.Number) and bitwidth:  # numba-cuda's bfloat16 has no dtype
+        return bitwidth // 8
     return numpy_support.as_dtype(dtype).itemsize
 
 
@@ -542,7 +551,13 @@ def _unbox_view(typ, obj, c):
 
 
 def _from_compiled(parent, shape, strides, offset, readonly, boundscheck):
-    """The Python view a view returned by compiled code stands for (box)."""
+    """The Python view a view returned by compiled code stands for (box).
+
+    A derived view is made as ``parent.view(layout)`` makes it: read-only where the
+    parent's type is, and where its layout is not unique (DECISIONS 19: a broadcast is
+    read-only unless ``from_buffer(..., is_readonly=False)`` asks, which compiled code
+    never does).
+    """
     from .memoryview import StridedMemoryView
 
     layout = parent.layout
@@ -556,7 +571,7 @@ def _from_compiled(parent, shape, strides, offset, readonly, boundscheck):
     else:
         new_layout = type(layout)._numba_box(shape, strides, layout.itemsize, offset)
         view = StridedMemoryView.from_buffer(
-            parent.buffer, new_layout, parent.dtype, is_readonly=readonly
+            parent.buffer, new_layout, parent.dtype, is_readonly=True if readonly else None
         )
     return BoundsCheckedView(view) if boundscheck else view
 
@@ -645,11 +660,14 @@ def _boundscheck(context, typ):
 
 
 def _apply_index(context, builder, typ, struct, index_type, index, plan):
+    """(element shift from the view's data, new offset, shape, strides) of an index."""
     shape = cgutils.unpack_tuple(builder, struct.shape, typ.ndim)
-    return lower_index(
+    offset, shape, strides = lower_index(
         context, builder, plan, index_type, index, shape, _effective_strides(builder, typ, struct),
-        _boundscheck(context, typ), IndexError, "view index",
+        struct.offset, ir.Constant(ir.IntType(64), typ.itemsize), _boundscheck(context, typ),
+        IndexError, "view index",
     )  # fmt: skip
+    return builder.sub(offset, struct.offset), offset, shape, strides
 
 
 # ---------------------------------------------------------------------------------------
@@ -694,14 +712,15 @@ def _lower_getitem(context, builder, sig, args):
     typ, index_type = sig.args
     plan = plan_for_type(index_type, typ.ndim)
     struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-    offset, shape, strides = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
-    pointer = builder.gep(struct.data, [offset])
+    shift, offset, shape, strides = _apply_index(
+        context, builder, typ, struct, index_type, args[1], plan
+    )
+    pointer = builder.gep(struct.data, [shift])
     if plan.is_element:
         return context.unpack_value(builder, typ.dtype, pointer)
     return _derived_view(
-        context, builder, sig.return_type, struct, typ, pointer, shape, strides,
-        builder.add(struct.offset, offset),
-    )  # fmt: skip
+        context, builder, sig.return_type, struct, typ, pointer, shape, strides, offset
+    )
 
 
 @lower_builtin(operator.setitem, StridedViewType, types.Any, types.Any)
@@ -709,9 +728,9 @@ def _lower_setitem(context, builder, sig, args):
     typ, index_type, value_type = sig.args
     plan = plan_for_type(index_type, typ.ndim)
     struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-    offset, _, _ = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
+    shift, _, _, _ = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
     stored = context.cast(builder, args[2], value_type, typ.dtype)
-    context.pack_value(builder, typ.dtype, stored, builder.gep(struct.data, [offset]))
+    context.pack_value(builder, typ.dtype, stored, builder.gep(struct.data, [shift]))
     return context.get_dummy_value()
 
 

@@ -290,12 +290,12 @@ def test_slicing_agrees(data):
         if isinstance(item, slice):
             status, offset, length, stride = K.slice_one(
                 offset, e, s, item.start or 0, item.stop or 0, item.step or 1,
-                item.start is not None, item.stop is not None,
+                item.start is not None, item.stop is not None, layout.itemsize,
             )
             assert (K.slice_axis(e, item.start or 0, item.stop or 0, item.step or 1,
                                  item.start is not None, item.stop is not None)[1]
                     == len(range(*item.indices(e))))
-            if status != K.OK:  # compiled code's stride limit is int64 in elements
+            if status != K.OK:  # the same limits as apply_index: the class refuses too
                 assert result is None
                 return
             shape.append(length)
@@ -303,8 +303,9 @@ def test_slicing_agrees(data):
         else:
             status, offset = K.step_offset(offset, item + e if item < 0 else item, s)
             assert status == K.OK
-    if result is None:  # beyond int64 in bytes only: the class refuses what compiled code keeps
-        assert any(abs(v) * layout.itemsize > INT64_MAX for v in strides)
+    if result is None:  # what apply_index checks last: an empty result's offset in bytes
+        assert 0 in shape + list(layout.shape[len(items):])
+        assert not -(2**63) <= offset * layout.itemsize <= INT64_MAX
         return
     shape += layout.shape[len(items):]
     strides += layout.strides[len(items):]

@@ -538,6 +538,18 @@ def test_with_layout_gives_the_view_python_gives():
         np.testing.assert_array_equal(np.asarray(returned), np.asarray(view.view(layout)))
 
 
+def test_with_layout_of_a_broadcast_returns_a_read_only_view_as_python_does():
+    view = host_view(np.zeros(3))
+    assert not view.readonly
+    broadcast = view.layout.broadcast_to((4, 3))
+    assert view.view(broadcast).readonly  # Python's rule (DECISIONS 19)
+    returned = with_layout(view, broadcast)
+    assert returned.readonly and returned.layout == broadcast
+    unique = view.layout[::-1]
+    assert not view.view(unique).readonly
+    assert not with_layout(view, unique).readonly
+
+
 # ---------------------------------------------------------------------------------------
 # bounds checking: boundscheck=True, NUMBA_BOUNDSCHECK=1 and BoundsCheckedView
 

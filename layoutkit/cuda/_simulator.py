@@ -4,7 +4,7 @@
 like the compiled :class:`~layoutkit._numba_view.StridedViewType` in plain Python. It has
 the same members (the buffer's elements, shape, strides, offset) and applies the same
 rules: an index is planned by :func:`layoutkit._numba_index.plan_for_values` (the
-planner compiled code types with), slices follow :func:`layoutkit._kernels.slice_axis`,
+planner compiled code types with), slices follow :func:`layoutkit._kernels.slice_one`,
 ``permuted`` and ``with_layout`` check their arguments as compiled code does. Every
 index is range-checked (``IndexError``), as compiled code does with ``boundscheck``.
 """
@@ -120,9 +120,11 @@ class SimulatedView:
         return SimulatedView(self._elements, shape, strides, offset, self._readonly, self)
 
     def _apply(self, index):
-        """(plan, element offset, shape, strides) of a basic index, as compiled code does."""
+        """(plan, element offset, shape, strides) of a basic index, as compiled code does
+        (see :func:`layoutkit._numba_index.lower_index`, with every index checked)."""
         plan = plan_for_values(index, len(self._shape))
         entries = index if type(index) is tuple else (index,)
+        itemsize = self._elements.itemsize
         offset = self._offset
         shape, strides = [], []
         axis = 0
@@ -137,24 +139,33 @@ class SimulatedView:
                 value = value + extent if value < 0 else value
                 if not 0 <= value < extent:
                     raise IndexError(f"view index out of bounds on axis {axis}")
-                offset += value * stride
+                status, offset = _kernels.step_offset(offset, value, stride)
+                if status:
+                    raise OverflowError(
+                        f"view index on axis {axis}: the offset does not fit in int64"
+                    )
             elif op == "slice":
                 entry = entries[position]
-                step = 1 if entry.step is None else int(entry.step)
+                step = 1 if entry.step is None else _bound(entry.step)
                 if step == 0:
                     raise ValueError("slice step cannot be zero")
-                start, length = _kernels.slice_axis.py_func(
-                    extent, 0 if entry.start is None else int(entry.start),
-                    0 if entry.stop is None else int(entry.stop), step,
-                    entry.start is not None, entry.stop is not None,
+                status, offset, length, new_stride = _kernels.slice_one(
+                    offset, extent, stride, _bound(entry.start), _bound(entry.stop), step,
+                    entry.start is not None, entry.stop is not None, itemsize,
                 )  # fmt: skip
-                offset += start * stride
+                if status:
+                    raise OverflowError(
+                        f"view index on axis {axis}: the new offset or stride does not fit "
+                        "in int64 in bytes"
+                    )
                 shape.append(length)
-                strides.append(stride * step)
+                strides.append(new_stride)
             else:
                 shape.append(extent)
                 strides.append(stride)
             axis += 1
+        if 0 in shape and not _kernels.mul_fits(offset, itemsize):
+            raise OverflowError("view index: the offset in bytes does not fit in int64")
         return plan, offset, shape, strides
 
     def __getitem__(self, index):
@@ -176,6 +187,13 @@ class SimulatedView:
             f"SimulatedView(shape={self._shape}, strides={self._strides}, "
             f"dtype={self._elements.dtype})"
         )
+
+
+def _bound(value):
+    """A slice bound as the int64 compiled code sees (clamped: slicing clamps it anyway)."""
+    if value is None:
+        return 0
+    return max(_kernels.INT64_MIN, min(int(value), _kernels.INT64_MAX))
 
 
 def _aliasing_array(pointer, count, dtype, readonly):
