@@ -543,6 +543,27 @@ def _direct_or_fill(shape, ds, ss, unit, dst_address):
     return direct_launch(shape, ds, ss, unit)
 
 
+def _run_efficiency(lanes, run_stride, row_align, unit):
+    """Bytes used of the 32-byte sectors a warp touches where ``lanes`` adjacent lanes
+    move along the run (each such group one row), rows aligned to ``row_align`` bytes.
+
+    A contiguous run (``run_stride == unit``) gives each row a segment of ``lanes *
+    unit`` bytes, which starts where the rows' alignment allows (up to 31 bytes into a
+    sector); a strided run gives each lane its own sector unless the stride is short.
+
+    Examples
+    --------
+    >>> _run_efficiency(4, 4, 32, 4)  # 16 bytes of each row's sector
+    0.5
+    >>> _run_efficiency(32, 4, 32, 4), _run_efficiency(32, 4, 8, 4)
+    (1.0, 0.8421052631578947)
+    """
+    if abs(run_stride) != unit:
+        return unit / min(32, max(unit, abs(run_stride)))
+    segment = lanes * unit
+    return segment / max(32, segment + 32 - row_align)
+
+
 def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
     """A ``direct`` launch: the run is the last axis, rows the next destination axes.
 
@@ -555,6 +576,7 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
     m = len(shape)
     run_axis = m - 1
     best = None
+    sides = [(side[run_axis], [_pow2_dividing((v,), 32) for v in side]) for side in (ds, ss)]
     for tx in (1, 2, 4, 8, 16, 32, 64, 128, 256):
         ty = THREADS // tx
         for ir in (1, items):
@@ -571,11 +593,16 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
                 volume *= take
                 if take < shape[k]:
                     break
-            # fewest tiles first: a partly filled tile costs a whole one (11 = 8 + 3
-            # along the run was two tiles where one of 11 fits)
+            # fewest tiles (a partly filled tile costs a whole one: 11 = 8 + 3 along the
+            # run was two tiles where one of 11 fits), each weighed by the sectors its
+            # warps touch per byte on both sides (a few lanes along the run each of many
+            # rows: 4 x 4 bytes per row and warp use half of each sector)
             tiles = -(-shape[run_axis] // run) * _volume(
                 -(-shape[k] // tile.get(k, 1)) for k in range(run_axis))
-            score = (-tiles, min(tx, 32), ir)
+            sectors = sum(1 / _run_efficiency(min(tx, run), run_stride, min(
+                (aligns[k] for k in rows), default=32), unit)
+                for run_stride, aligns in sides)  # fmt: skip
+            score = (-tiles * sectors, min(tx, 32), ir)
             if best is None or score > best[0]:
                 best = (score, tx, ir, kq, run, rows, tile)
     _, tx, ir, kq, run, rows, tile = best
