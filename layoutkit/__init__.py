@@ -24,6 +24,7 @@ __all__ = [
     "copy",
     "cuda",
     "display",
+    "plan_copy",
 ]
 
 __version__ = "0.1.0"
@@ -45,6 +46,7 @@ _LAZY = {
     "StridedMemoryView": "layoutkit.memoryview",
     "args_viewable_as_strided_memory": "layoutkit.memoryview",
     "copy": "layoutkit.copy",
+    "plan_copy": "layoutkit.copy.plan",
 }
 
 
