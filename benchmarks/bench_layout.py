@@ -286,7 +286,8 @@ def njit_functions():
     def reshape(layout, n):
         acc = 0
         for i in range(n):
-            r = layout.reshaped((15 + (i & 0), 4))
+            rows = 15 if i & 1 else 5  # (15, 4) or (5, 12): the compiler cannot hoist it
+            r = layout.reshaped((rows, 60 // rows))
             acc += r.strides[0]
         return acc
 
@@ -308,7 +309,7 @@ def njit_functions():
     return (
         ("permuted", permute),
         ("sliced [i:, ::-1]", slice_),
-        ("reshaped (15,4)", reshape),
+        ("reshaped (15,4) / (5,12)", reshape),
         ("permuted + is_contiguous_any + is_unique", contiguity),
         ("offset_of (3-d index)", offset),
     )
