@@ -364,7 +364,7 @@ def consume_capsule(capsule):
         if not address:
             raise BufferError("the DLPack capsule holds a NULL managed tensor")
         fields = VERSIONED.unpack_from(MEMORY, address)
-        set_capsule_name(capsule, _ADDR_USED_VERSIONED)
+        set_capsule_name(capsule, _ADDR_USED_VERSIONED)  # consumed: before any check fails
         return managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
     if name and c_string_is(name, b"dltensor\0"):
         if not address:
@@ -382,9 +382,46 @@ def managed_record(address):
     record's exporter and owner are the :class:`ImportedTensor`, which calls its deleter
     once.
     """
-    fields = VERSIONED.unpack_from(MEMORY, address)
-    tensor = managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
+    tensor = versioned_tensor(address, "the managed tensor handed over")
     return tensor_record(tensor, tensor)
+
+
+def versioned_tensor(address, what):
+    """:func:`managed_tensor` of the ``DLManagedTensorVersioned`` at ``address`` (read here).
+
+    Raises
+    ------
+    BufferError
+        For a NULL ``address`` (``what`` names where it came from; nothing to delete), and
+        as :func:`managed_tensor` does.
+    """
+    if not address:
+        raise BufferError(f"{what} holds a NULL managed tensor")
+    fields = VERSIONED.unpack_from(MEMORY, address)
+    return managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
+
+
+def read_extents(ndim, shape_at, strides_at, what):
+    """``(shape, strides)`` of a DLTensor with ``ndim`` dimensions, read from its arrays.
+
+    ``strides`` is ``None`` where ``strides_at`` is NULL (C order).
+
+    Raises
+    ------
+    BufferError
+        For ``ndim`` outside ``0..64``, or dimensions but a NULL shape (``what`` names
+        the tensor).
+    """
+    if not 0 <= ndim <= _MAX_NDIM:
+        raise BufferError(f"{what} has ndim {ndim}; 0 to {_MAX_NDIM} are supported")
+    if not ndim:
+        return (), ()
+    if not shape_at:
+        raise BufferError(f"{what} has ndim {ndim} but a NULL shape")
+    reader = _int64_structs.get(ndim) or _int64s(ndim)
+    return reader.unpack_from(MEMORY, shape_at), (
+        reader.unpack_from(MEMORY, strides_at) if strides_at else None
+    )
 
 
 def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
@@ -403,9 +440,11 @@ def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
     if major != 1:
         tensor._free()
         raise BufferError(f"DLPack major version {major} is not supported (only 1.x)")
-    if not 0 <= ndim <= _MAX_NDIM:
+    try:
+        tensor.shape, tensor.strides = read_extents(ndim, shape_at, strides_at, "DLPack tensor")
+    except BaseException:
         tensor._free()
-        raise BufferError(f"DLPack tensor has ndim {ndim}; 0 to {_MAX_NDIM} are supported")
+        raise
     tensor.versioned = versioned
     tensor.data = data
     tensor.byte_offset = offset
@@ -415,15 +454,6 @@ def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
     tensor.flags = flags
     tensor.readonly = bool(flags & FLAG_READ_ONLY)
     tensor.padded = bool(flags & FLAG_IS_SUBBYTE_TYPE_PADDED)
-    if ndim:
-        if not shape_at:
-            tensor._free()
-            raise BufferError(f"DLPack tensor has ndim {ndim} but a NULL shape")
-        reader = _int64_structs.get(ndim) or _int64s(ndim)
-        tensor.shape = reader.unpack_from(MEMORY, shape_at)
-        tensor.strides = reader.unpack_from(MEMORY, strides_at) if strides_at else None
-    else:
-        tensor.shape = tensor.strides = ()
     return tensor
 
 
