@@ -244,7 +244,7 @@ def dlpack_byte_offset_is_honoured():
 
 
 # ------------------------------------------------------------------ DLPack 1.3's exchange API
-def _exchange_type(module, managed=None, dltensor=None):
+def _exchange_type(module, managed=None, dltensor=None, bases=()):
     """A tensor type in ``module`` whose ``__dlpack_c_exchange_api__`` table holds these
     Python functions (``fn(obj, out)`` returning the C status) as ctypes callbacks."""
     import ctypes
@@ -260,10 +260,8 @@ def _exchange_type(module, managed=None, dltensor=None):
     exchange._API.pack_into(table, 0, 1, 3, 0, 0, at[0], 0, at[1], at[2])
     name = ctypes.create_string_buffer(b"dlpack_exchange_api\0")
     capsule = dlpack._new_capsule(ctypes.addressof(table), ctypes.addressof(name), None)
-    kind = type("Tensor", (), {
-        "__dlpack_c_exchange_api__": capsule, "_keep": (callbacks, table, name),
-        "requires_grad": False, "is_conj": lambda self: False, "is_neg": lambda self: False,
-    })  # fmt: skip
+    kind = type("Tensor", bases, {"__dlpack_c_exchange_api__": capsule,
+                                  "_keep": (callbacks, table, name)})  # fmt: skip
     kind.__module__ = module
     return kind
 
@@ -271,7 +269,8 @@ def _exchange_type(module, managed=None, dltensor=None):
 @cases.case
 def exchange_api_null_shape_or_null_managed_tensor():
     """A borrowed DLTensor with dimensions but a NULL shape (torch's path), and a managed
-    tensor pointer left NULL with success reported: refused, not read at address 0."""
+    tensor pointer left NULL with success reported: refused, not read at address 0; a
+    look-alike in a module named torch is no torch tensor (no AttributeError)."""
     from layoutkit.interop import exchange
     from layoutkit.interop._native import WRITABLE_MEMORY
 
@@ -286,11 +285,29 @@ def exchange_api_null_shape_or_null_managed_tensor():
         exchange._POINTER.pack_into(WRITABLE_MEMORY, out, 0)
         return 0
 
-    for what, kind in (
-        ("a borrowed DLTensor with ndim 2 and a NULL shape", _exchange_type("torch", None, null_shape)),
-        ("a NULL managed tensor reported as success", _exchange_type("lookalike", null_managed)),
-    ):  # fmt: skip
-        refused(StridedMemoryView.from_dlpack, kind(), -1, what=what, classes=(BufferError,))
+    import sys
+    import types
+
+    # torch's tensors take the borrowed path: a stand-in torch module, for this case only
+    real = sys.modules.get("torch")
+    torch = sys.modules["torch"] = types.ModuleType("torch")
+    torch.Tensor = type("Tensor", (), {
+        "requires_grad": False, "is_conj": lambda self: False, "is_neg": lambda self: False,
+    })  # fmt: skip
+    try:
+        for what, kind in (
+            ("a borrowed DLTensor with ndim 2 and a NULL shape",
+             _exchange_type("torch", None, null_shape, (torch.Tensor,))),
+            ("a NULL managed tensor reported as success", _exchange_type("lookalike", null_managed)),
+            # not a torch.Tensor: its attributes (requires_grad, ...) are not read
+            ("a look-alike torch type", _exchange_type("torch", None, null_shape)),
+        ):  # fmt: skip
+            refused(StridedMemoryView.from_dlpack, kind(), -1, what=what, classes=(BufferError,))
+    finally:
+        if real is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = real
     block.untouched("exchange API imports")
 
 
