@@ -34,7 +34,7 @@ import weakref
 import numpy as np
 
 from layoutkit import _driver
-from layoutkit._errors import AxisError
+from layoutkit._errors import AxisError, refuse_redefinitions
 
 __all__ = [
     "Buffer",
@@ -102,6 +102,10 @@ class Buffer:
     # is deallocated when it dies), or None; views of the buffer hold it too
     __slots__ = ("_ptr", "_size", "_owner", "_mr", "_keeper", "_finalizer", "_info", "_hash",
                  "_closed", "_readonly", "__weakref__")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        refuse_redefinitions(cls, Buffer)
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError(

@@ -50,6 +50,7 @@ import numpy as np
 
 from . import _driver
 from ._dtypes import as_dtype, to_dlpack_dtype
+from ._errors import refuse_redefinitions
 from .interop import dlpack as _dlpack
 from .interop import fastpaths as _fastpaths
 from .interop._native import MEMORY, WRITABLE_MEMORY
@@ -139,6 +140,10 @@ class StridedMemoryView:
         "_exports",  # what exports describe, once made (the record never changes), or None
         "__weakref__",
     )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        refuse_redefinitions(cls, StridedMemoryView)
 
     def __init__(self, obj=_NO_OBJECT, stream_ptr=None):
         warnings.warn(
