@@ -59,7 +59,7 @@ from .interop.exchange import exchange_capsule
 from .interop.fastpaths import fast_record
 from .interop.host import interface_dict, ndarray_record, read_array_interface
 from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
-from .layout import StridedLayout
+from .layout import StridedLayout, plain_layout
 from .memory import Buffer
 
 __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory", "check_memory"]
@@ -405,6 +405,7 @@ class StridedMemoryView:
     def _over_buffer(cls, buffer, layout, dtype, readonly, exporter, location, dl_device):
         if not isinstance(layout, StridedLayout):
             raise TypeError(f"layout must be a StridedLayout, got {type(layout).__name__}")
+        layout = plain_layout(layout)  # a subclass's properties may lie
         if dtype is not None:
             dtype = as_dtype(dtype)
             if dtype.itemsize != layout.itemsize:
