@@ -379,6 +379,9 @@ def view_record(view):
     record = getattr(view, "_numba_record", None)
     if record is not None:
         return record
+    from layoutkit.memoryview import check_memory
+
+    check_memory(view, "view argument")  # closed before its device was known: BufferError
     layout = view.layout
     shape = layout.shape
     ndim = len(shape)
