@@ -404,17 +404,10 @@ class Buffer:
         >>> np.from_dlpack(Buffer.from_handle(a.ctypes.data, 4, owner=a)).tolist()
         [0, 1, 2, 3]
         """
-        from layoutkit.interop.dlpack import FLAG_READ_ONLY, export_capsule
+        from layoutkit.interop.dlpack import FLAG_READ_ONLY, export_capsule, wants_versioned
 
         self._check_open("__dlpack__")
-        if max_version is None:
-            versioned = False
-        elif type(max_version) is not tuple:
-            raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
-        elif len(max_version) == 2:
-            versioned = max_version[0] >= 1
-        else:
-            raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
+        versioned = wants_versioned(max_version)
         if copy:
             raise BufferError("copy=True: a Buffer exports its memory without a copy")
         try:

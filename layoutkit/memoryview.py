@@ -679,14 +679,7 @@ class StridedMemoryView:
             When ``max_version`` is not a tuple.
         """
         self._check_open("__dlpack__")
-        if max_version is None:
-            versioned = False
-        elif type(max_version) is not tuple:
-            raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
-        elif len(max_version) == 2:
-            versioned = max_version[0] >= 1
-        else:
-            raise BufferError(f"max_version={max_version!r} must be a (major, minor) tuple")
+        versioned = _dlpack.wants_versioned(max_version)
         if copy:
             raise BufferError("copy=True: a StridedMemoryView exports its memory without a copy")
         record = self._record

@@ -185,6 +185,19 @@ for _name in EXPORT_JUNK:
 
 
 @cases.case
+def dlpack_export_max_version_entries_that_are_no_ints():
+    """A view's and a Buffer's ``__dlpack__`` read ``max_version`` by one rule: entries that
+    are no ints (strings, floats, bools) are a TypeError naming ``max_version`` (a bare
+    ``'>=' not supported`` escaped before, and the two messages for a wrong length differed)."""
+    view = host_view(np.arange(6.0))
+    for exporter in (view, view.buffer):
+        for version in (("a", "b"), (1.0, 0), (True, 0), (1, None)):
+            exc = refused(exporter.__dlpack__, max_version=version, classes=(TypeError,),
+                          what=f"{type(exporter).__name__}.__dlpack__(max_version={version!r})")  # fmt: skip
+            check("max_version" in str(exc), f"max_version={version!r}: message {exc}")
+
+
+@cases.case
 def cpu_tensor_with_a_stream_handle():
     """Found by the fuzz: a stream handle for a CPU producer reached NumPy's ``__dlpack__``
     (DLPack gives CPU producers ``stream=None``) and NumPy's RuntimeError escaped."""

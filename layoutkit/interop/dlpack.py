@@ -41,7 +41,7 @@ from ._native import (
     capsule_fields,
     set_capsule_name,
 )
-from .record import checked_layout, new_record
+from .record import checked_layout, index_entry, new_record
 
 __all__ = [
     "DLPACK_VERSION",
@@ -59,7 +59,10 @@ __all__ = [
     "managed_tensor",
     "pack_managed",
     "producer_stream",
+    "read_extents",
     "tensor_record",
+    "versioned_tensor",
+    "wants_versioned",
 ]
 
 DLPACK_VERSION = (1, 3)  # the newest DLPack ABI whose fields this module reads and writes
@@ -164,6 +167,33 @@ def consumer_stream(stream_ptr):
         raise TypeError(
             f"stream_ptr={stream_ptr!r} must be a stream handle (int), -1 or None"
         ) from None
+
+
+def wants_versioned(max_version):
+    """Whether ``__dlpack__(max_version=...)`` asks for a versioned capsule (major >= 1).
+
+    Raises
+    ------
+    TypeError
+        When ``max_version`` is neither ``None`` nor a tuple, or its entries are no ints.
+    BufferError
+        For a tuple of another length than two.
+
+    Examples
+    --------
+    >>> wants_versioned(None), wants_versioned((1, 3)), wants_versioned((0, 8))
+    (False, True, False)
+    """
+    if max_version is None:
+        return False
+    if type(max_version) is not tuple:
+        raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
+    if len(max_version) != 2:  # cuda.core's message (its Buffer's)
+        raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
+    major, minor = index_entry(max_version[0]), index_entry(max_version[1])
+    if major is None or minor is None:
+        raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple of ints")
+    return major >= 1
 
 
 def producer_stream(device_type, stream_ptr):
