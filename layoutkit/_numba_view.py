@@ -77,6 +77,7 @@ from numba.np import numpy_support
 
 from . import _numba_checks as S
 from . import _numba_fingerprint as _fingerprint
+from ._errors import refuse_redefinitions
 from ._numba_boxing import Objects, call_python, failed, getattr_fast
 from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
@@ -865,22 +866,35 @@ class BoundsCheckedView:
     IndexError: view index out of bounds on axis 0
     """
 
-    __slots__ = ("view", "_numba_type_", "__weakref__")
+    # read-only: the Numba type is made for the view given, so another view put in its
+    # place (another dtype, read-only memory) would be read and written as the first
+    __slots__ = ("_view", "_type", "__weakref__")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        refuse_redefinitions(cls, BoundsCheckedView)
 
     def __init__(self, view):
+        from layoutkit.memoryview import StridedMemoryView
+
         if isinstance(view, BoundsCheckedView):
             view = view.view
-        try:
-            numba_type = view_numba_type(view, boundscheck=True)
-        except AttributeError:
-            raise TypeError(
-                f"view must be a StridedMemoryView, got {type(view).__name__}"
-            ) from None
-        self.view = view
-        self._numba_type_ = numba_type
+        if not isinstance(view, StridedMemoryView):  # compiled code unboxes only views
+            raise TypeError(f"view must be a StridedMemoryView, got {type(view).__name__}")
+        self._view = view
+        self._type = view_numba_type(view, boundscheck=True)
+
+    @property
+    def view(self):
+        """The wrapped :class:`~layoutkit.StridedMemoryView`."""
+        return self._view
+
+    @property
+    def _numba_type_(self):
+        return self._type
 
     def __getattr__(self, name):
-        return getattr(object.__getattribute__(self, "view"), name)
+        return getattr(object.__getattribute__(self, "_view"), name)
 
     def __repr__(self):
         return f"BoundsCheckedView({self.view!r})"
