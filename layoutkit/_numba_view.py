@@ -411,6 +411,47 @@ def view_record(view):
 _PACKERS = {}  # ndim -> struct.Struct of a record's int64 values
 
 
+def _not_a_view(obj):
+    raise TypeError(
+        f"{type(obj).__name__} object claims a StridedView Numba type (_numba_type_) but is "
+        "not a StridedMemoryView; compiled code takes views only"
+    )
+
+
+# the StridedMemoryView class as a symbol compiled (and cached) unboxers link to, as Numba
+# links _Py_NoneStruct: unbox checks the argument's class before it trusts any attribute
+_VIEW_CLASS_SYMBOL = "layoutkit_StridedMemoryView_class"
+
+
+def _register_view_class():
+    from llvmlite import binding
+
+    from layoutkit.memoryview import StridedMemoryView
+
+    binding.add_symbol(_VIEW_CLASS_SYMBOL, id(StridedMemoryView))
+
+
+def _is_view(c, view):
+    """An ``i1``: whether ``view`` is a StridedMemoryView (exactly, or a subclass)."""
+    builder = c.builder
+    module = builder.module
+    symbol = module.globals.get(_VIEW_CLASS_SYMBOL)
+    if symbol is None:
+        symbol = ir.GlobalVariable(module, ir.IntType(8), _VIEW_CLASS_SYMBOL)
+        symbol.linkage = "external"
+    view_class = builder.bitcast(symbol, c.pyapi.pyobj)
+    result = cgutils.alloca_once_value(
+        builder, builder.icmp_unsigned("==", c.pyapi.get_type(view), view_class)
+    )
+    with builder.if_then(builder.not_(builder.load(result)), likely=False):
+        isinstance_type = ir.FunctionType(ir.IntType(32), [c.pyapi.pyobj, c.pyapi.pyobj])
+        is_instance = builder.call(
+            c.pyapi._get_function(isinstance_type, name="PyObject_IsInstance"), [view, view_class]
+        )
+        builder.store(builder.icmp_signed(">", is_instance, is_instance.type(0)), result)
+    return builder.load(result)
+
+
 def _refuse_view(view):
     """Raise the error that keeps ``view`` out of @njit code (unbox's slow path)."""
     check_view_accessible(view, "view argument", on_device=False)
@@ -482,6 +523,7 @@ def _register_strided_memory_view():
 
 
 _register_strided_memory_view()
+_register_view_class()
 
 
 # ---------------------------------------------------------------------------------------
@@ -500,6 +542,13 @@ def _unbox_view(typ, obj, c):
     count = _HEADER + 2 * typ.ndim
     objects = Objects(c)
     view = getattr_fast(c, objects, obj, "view") if typ.boundscheck else obj
+    # any object may claim the type through _numba_type_: only a view's record is trusted
+    with (
+        builder.if_then(builder.not_(failed(c)), likely=True),  # view is not NULL
+        builder.if_then(builder.not_(_is_view(c, view)), likely=False),
+        builder.if_then(builder.not_(failed(c)), likely=True),  # isinstance did not raise
+    ):
+        call_python(c, objects, _not_a_view, [view])
     record = cgutils.alloca_once_value(builder, getattr_fast(c, objects, view, "_numba_record"))
     with builder.if_then(builder.not_(failed(c)), likely=True):
         none = c.pyapi.borrow_none()

@@ -254,6 +254,28 @@ def bounds_checked_view_cannot_be_given_another_view_or_a_duck():
     block.only_changed(expected, "a store through the checked view")
 
 
+@njit(cache=True)
+def _cached_first(view):
+    return view[0]
+
+
+@cases.case(timeout=120)
+def njit_argument_claiming_the_view_type_is_not_trusted():
+    """Any object may claim a view's Numba type through ``_numba_type_``: one doing so with
+    a forged ``_numba_record`` (data at address 8) was unboxed from it and read there
+    (segfault). Unboxing checks the class first, in cached code as well."""
+    import struct
+
+    real = host_view(np.arange(10.0))
+    forged = (real._numba_type_, struct.pack("=6q", 1, 8, 0, 10, 10, 1))
+    duck = type("Duck", (), {"_numba_type_": real._numba_type_, "_buffer": None,
+                             "_numba_record": forged})()  # fmt: skip
+    for function, args in ((_cached_first, ()), (_get, (0,))):
+        refused(function, duck, *args, classes=(TypeError,),
+                what=f"{function.__name__} of a duck claiming {real._numba_type_}")  # fmt: skip
+    check(_cached_first(real) == 0.0, "a real view after the duck")
+
+
 @cases.case(timeout=300)
 def njit_views_of_unusual_dtypes_work_or_fail_typing():
     """Found while fuzzing: a float16 view passed to @njit raises a bare NotImplementedError
