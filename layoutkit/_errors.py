@@ -53,3 +53,34 @@ class NoDriverError(CUDAError):
     >>> issubclass(NoDriverError, CUDAError) and issubclass(NoDriverError, RuntimeError)
     True
     """
+
+
+def refuse_redefinitions(subclass, base):
+    """Refuse a subclass of ``base`` (a view, a buffer) that redefines one of its attributes.
+
+    layoutkit reads a view's or buffer's pointer, layout, size, read-only flag and private
+    state as facts it validated, and hands them to kernels that do not check: a subclass
+    redefining them (``ptr = property(lambda self: 8)``) would have copies and compiled
+    code write where it says. Subclasses may add attributes and methods, and define the
+    special (dunder) methods.
+
+    Raises
+    ------
+    TypeError
+        Naming the attributes redefined.
+    """
+    mro = subclass.__mro__
+    ahead = mro[: mro.index(base)]  # the subclass and any mixin it puts before base
+    redefined = sorted({
+        name
+        for kind in ahead
+        for name in vars(kind)
+        if not (name.startswith("__") and name.endswith("__")) and hasattr(base, name)
+    })  # fmt: skip
+    if redefined:
+        raise TypeError(
+            f"{subclass.__qualname__} redefines {', '.join(redefined)} of {base.__name__}: "
+            f"a {base.__name__} subclass may add attributes and methods but not replace "
+            f"the {base.__name__}'s own (layoutkit trusts them to address memory)"
+        )
+

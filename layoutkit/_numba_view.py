@@ -77,6 +77,7 @@ from numba.np import numpy_support
 
 from . import _numba_checks as S
 from . import _numba_fingerprint as _fingerprint
+from ._errors import refuse_redefinitions
 from ._numba_boxing import Objects, call_python, failed, getattr_fast
 from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
@@ -379,6 +380,9 @@ def view_record(view):
     record = getattr(view, "_numba_record", None)
     if record is not None:
         return record
+    from layoutkit.memoryview import check_memory
+
+    check_memory(view, "view argument")  # closed before its device was known: BufferError
     layout = view.layout
     shape = layout.shape
     ndim = len(shape)
@@ -405,6 +409,47 @@ def view_record(view):
 
 
 _PACKERS = {}  # ndim -> struct.Struct of a record's int64 values
+
+
+def _not_a_view(obj):
+    raise TypeError(
+        f"{type(obj).__name__} object claims a StridedView Numba type (_numba_type_) but is "
+        "not a StridedMemoryView; compiled code takes views only"
+    )
+
+
+# the StridedMemoryView class as a symbol compiled (and cached) unboxers link to, as Numba
+# links _Py_NoneStruct: unbox checks the argument's class before it trusts any attribute
+_VIEW_CLASS_SYMBOL = "layoutkit_StridedMemoryView_class"
+
+
+def _register_view_class():
+    from llvmlite import binding
+
+    from layoutkit.memoryview import StridedMemoryView
+
+    binding.add_symbol(_VIEW_CLASS_SYMBOL, id(StridedMemoryView))
+
+
+def _is_view(c, view):
+    """An ``i1``: whether ``view`` is a StridedMemoryView (exactly, or a subclass)."""
+    builder = c.builder
+    module = builder.module
+    symbol = module.globals.get(_VIEW_CLASS_SYMBOL)
+    if symbol is None:
+        symbol = ir.GlobalVariable(module, ir.IntType(8), _VIEW_CLASS_SYMBOL)
+        symbol.linkage = "external"
+    view_class = builder.bitcast(symbol, c.pyapi.pyobj)
+    result = cgutils.alloca_once_value(
+        builder, builder.icmp_unsigned("==", c.pyapi.get_type(view), view_class)
+    )
+    with builder.if_then(builder.not_(builder.load(result)), likely=False):
+        isinstance_type = ir.FunctionType(ir.IntType(32), [c.pyapi.pyobj, c.pyapi.pyobj])
+        is_instance = builder.call(
+            c.pyapi._get_function(isinstance_type, name="PyObject_IsInstance"), [view, view_class]
+        )
+        builder.store(builder.icmp_signed(">", is_instance, is_instance.type(0)), result)
+    return builder.load(result)
 
 
 def _refuse_view(view):
@@ -478,6 +523,7 @@ def _register_strided_memory_view():
 
 
 _register_strided_memory_view()
+_register_view_class()
 
 
 # ---------------------------------------------------------------------------------------
@@ -496,6 +542,13 @@ def _unbox_view(typ, obj, c):
     count = _HEADER + 2 * typ.ndim
     objects = Objects(c)
     view = getattr_fast(c, objects, obj, "view") if typ.boundscheck else obj
+    # any object may claim the type through _numba_type_: only a view's record is trusted
+    with (
+        builder.if_then(builder.not_(failed(c)), likely=True),  # view is not NULL
+        builder.if_then(builder.not_(_is_view(c, view)), likely=False),
+        builder.if_then(builder.not_(failed(c)), likely=True),  # isinstance did not raise
+    ):
+        call_python(c, objects, _not_a_view, [view])
     record = cgutils.alloca_once_value(builder, getattr_fast(c, objects, view, "_numba_record"))
     with builder.if_then(builder.not_(failed(c)), likely=True):
         none = c.pyapi.borrow_none()
@@ -862,22 +915,35 @@ class BoundsCheckedView:
     IndexError: view index out of bounds on axis 0
     """
 
-    __slots__ = ("view", "_numba_type_", "__weakref__")
+    # read-only: the Numba type is made for the view given, so another view put in its
+    # place (another dtype, read-only memory) would be read and written as the first
+    __slots__ = ("_view", "_type", "__weakref__")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        refuse_redefinitions(cls, BoundsCheckedView)
 
     def __init__(self, view):
+        from layoutkit.memoryview import StridedMemoryView
+
         if isinstance(view, BoundsCheckedView):
             view = view.view
-        try:
-            numba_type = view_numba_type(view, boundscheck=True)
-        except AttributeError:
-            raise TypeError(
-                f"view must be a StridedMemoryView, got {type(view).__name__}"
-            ) from None
-        self.view = view
-        self._numba_type_ = numba_type
+        if not isinstance(view, StridedMemoryView):  # compiled code unboxes only views
+            raise TypeError(f"view must be a StridedMemoryView, got {type(view).__name__}")
+        self._view = view
+        self._type = view_numba_type(view, boundscheck=True)
+
+    @property
+    def view(self):
+        """The wrapped :class:`~layoutkit.StridedMemoryView`."""
+        return self._view
+
+    @property
+    def _numba_type_(self):
+        return self._type
 
     def __getattr__(self, name):
-        return getattr(object.__getattribute__(self, "view"), name)
+        return getattr(object.__getattribute__(self, "_view"), name)
 
     def __repr__(self):
         return f"BoundsCheckedView({self.view!r})"

@@ -1412,6 +1412,27 @@ def _numba_types():
 
 
 _SLOT_NAMES = frozenset(StridedLayout.__slots__)
+_VALUE_SLOTS = tuple(StridedLayout.__dict__[name] for name in ("_shape", "_strides", "_itemsize",
+                                                                "_offset"))  # fmt: skip
+
+
+def plain_layout(layout):
+    """``layout`` as exactly a ``StridedLayout``, read from its slots.
+
+    A subclass may redefine any property (``offset_bounds``, ``shape``, ...) to lie; what
+    addresses memory (a view's layout) is made of the values the constructor checked.
+
+    Examples
+    --------
+    >>> class Liar(StridedLayout):
+    ...     offset_bounds = (0, 0)
+    >>> plain = plain_layout(Liar((4,), (1,), 8))
+    >>> type(plain).__name__, plain.offset_bounds
+    ('StridedLayout', (0, 3))
+    """
+    if type(layout) is StridedLayout:
+        return layout
+    return StridedLayout._trusted(*[slot.__get__(layout) for slot in _VALUE_SLOTS])
 
 
 def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout):

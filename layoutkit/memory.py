@@ -34,7 +34,7 @@ import weakref
 import numpy as np
 
 from layoutkit import _driver
-from layoutkit._errors import AxisError
+from layoutkit._errors import AxisError, refuse_redefinitions
 
 __all__ = [
     "Buffer",
@@ -102,6 +102,10 @@ class Buffer:
     # is deallocated when it dies), or None; views of the buffer hold it too
     __slots__ = ("_ptr", "_size", "_owner", "_mr", "_keeper", "_finalizer", "_info", "_hash",
                  "_closed", "_readonly", "__weakref__")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        refuse_redefinitions(cls, Buffer)
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError(
@@ -400,17 +404,10 @@ class Buffer:
         >>> np.from_dlpack(Buffer.from_handle(a.ctypes.data, 4, owner=a)).tolist()
         [0, 1, 2, 3]
         """
-        from layoutkit.interop.dlpack import FLAG_READ_ONLY, export_capsule
+        from layoutkit.interop.dlpack import FLAG_READ_ONLY, export_capsule, wants_versioned
 
         self._check_open("__dlpack__")
-        if max_version is None:
-            versioned = False
-        elif type(max_version) is not tuple:
-            raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
-        elif len(max_version) == 2:
-            versioned = max_version[0] >= 1
-        else:
-            raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
+        versioned = wants_versioned(max_version)
         if copy:
             raise BufferError("copy=True: a Buffer exports its memory without a copy")
         try:

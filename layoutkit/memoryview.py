@@ -50,6 +50,7 @@ import numpy as np
 
 from . import _driver
 from ._dtypes import as_dtype, to_dlpack_dtype
+from ._errors import refuse_redefinitions
 from .interop import dlpack as _dlpack
 from .interop import fastpaths as _fastpaths
 from .interop._native import MEMORY, WRITABLE_MEMORY
@@ -58,7 +59,7 @@ from .interop.exchange import exchange_capsule
 from .interop.fastpaths import fast_record
 from .interop.host import interface_dict, ndarray_record, read_array_interface
 from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
-from .layout import StridedLayout
+from .layout import StridedLayout, plain_layout
 from .memory import Buffer
 
 __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory", "check_memory"]
@@ -139,6 +140,10 @@ class StridedMemoryView:
         "_exports",  # what exports describe, once made (the record never changes), or None
         "__weakref__",
     )
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        refuse_redefinitions(cls, StridedMemoryView)
 
     def __init__(self, obj=_NO_OBJECT, stream_ptr=None):
         warnings.warn(
@@ -400,6 +405,7 @@ class StridedMemoryView:
     def _over_buffer(cls, buffer, layout, dtype, readonly, exporter, location, dl_device):
         if not isinstance(layout, StridedLayout):
             raise TypeError(f"layout must be a StridedLayout, got {type(layout).__name__}")
+        layout = plain_layout(layout)  # a subclass's properties may lie
         if dtype is not None:
             dtype = as_dtype(dtype)
             if dtype.itemsize != layout.itemsize:
@@ -673,14 +679,7 @@ class StridedMemoryView:
             When ``max_version`` is not a tuple.
         """
         self._check_open("__dlpack__")
-        if max_version is None:
-            versioned = False
-        elif type(max_version) is not tuple:
-            raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
-        elif len(max_version) == 2:
-            versioned = max_version[0] >= 1
-        else:
-            raise BufferError(f"max_version={max_version!r} must be a (major, minor) tuple")
+        versioned = _dlpack.wants_versioned(max_version)
         if copy:
             raise BufferError("copy=True: a StridedMemoryView exports its memory without a copy")
         record = self._record

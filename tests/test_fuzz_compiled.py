@@ -214,6 +214,68 @@ def _unusual_dtype_views():
         yield str(dtype), host_view(np.zeros(4, dtype))
 
 
+@njit
+def _first_put(view, value):
+    old = view[0]
+    view[0] = value
+    return old
+
+
+@cases.case(timeout=120)
+def bounds_checked_view_cannot_be_given_another_view_or_a_duck():
+    """``BoundsCheckedView``'s Numba type is made for the view it wraps: putting another
+    view in (``checked.view = uint8_view``) had compiled code read 8-byte elements of a
+    10-byte buffer and write into read-only ``bytes``; a duck with a view's attributes
+    and ``ptr`` 8 was wrapped and read at address 8 (segfault)."""
+    from layoutkit import BoundsCheckedView
+
+    block = Poisoned(80)
+    checked = BoundsCheckedView(host_view(block.array(np.float64, (10,))))
+    memory = bytes(80)
+    for name, other in (
+        ("view", host_view(np.arange(10, dtype=np.uint8))),
+        ("view", StridedMemoryView.from_array_interface(np.frombuffer(memory))),
+        ("_numba_type_", BoundsCheckedView(host_view(np.arange(10, dtype=np.uint8)))._numba_type_),
+    ):  # fmt: skip
+        refused(setattr, checked, name, other, what=f"BoundsCheckedView.{name} = {other!r}",
+                classes=(AttributeError,))  # fmt: skip
+    check(memory == bytes(80), "compiled code wrote into read-only bytes")
+    real = host_view(block.array(np.float64, (10,)))
+    duck = type("Duck", (), {name: getattr(real, name) for name in
+                             ("layout", "dtype", "readonly", "shape", "ndim")})()  # fmt: skip
+    duck.ptr, duck._buffer, duck._numba_record = 8, None, None
+    refused(BoundsCheckedView, duck, what="BoundsCheckedView of a duck with ptr 8",
+            classes=(TypeError,))  # fmt: skip
+    expected = block.array(np.float64, (10,)).copy()
+    old = _first_put(checked, 1.0)
+    check(old == expected[0] or (np.isnan(old) and np.isnan(expected[0])),
+          "the wrapped view was not the one given")  # fmt: skip
+    expected[0] = 1.0
+    block.only_changed(expected, "a store through the checked view")
+
+
+@njit(cache=True)
+def _cached_first(view):
+    return view[0]
+
+
+@cases.case(timeout=120)
+def njit_argument_claiming_the_view_type_is_not_trusted():
+    """Any object may claim a view's Numba type through ``_numba_type_``: one doing so with
+    a forged ``_numba_record`` (data at address 8) was unboxed from it and read there
+    (segfault). Unboxing checks the class first, in cached code as well."""
+    import struct
+
+    real = host_view(np.arange(10.0))
+    forged = (real._numba_type_, struct.pack("=6q", 1, 8, 0, 10, 10, 1))
+    duck = type("Duck", (), {"_numba_type_": real._numba_type_, "_buffer": None,
+                             "_numba_record": forged})()  # fmt: skip
+    for function, args in ((_cached_first, ()), (_get, (0,))):
+        refused(function, duck, *args, classes=(TypeError,),
+                what=f"{function.__name__} of a duck claiming {real._numba_type_}")  # fmt: skip
+    check(_cached_first(real) == 0.0, "a real view after the duck")
+
+
 @cases.case(timeout=300)
 def njit_views_of_unusual_dtypes_work_or_fail_typing():
     """Found while fuzzing: a float16 view passed to @njit raises a bare NotImplementedError

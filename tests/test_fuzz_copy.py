@@ -133,6 +133,29 @@ def copy_refuses_non_views():
 
 
 @cases.case
+def subclasses_cannot_redefine_what_copies_trust():
+    """A view subclass whose ``ptr`` / ``layout`` / ``readonly`` (or a mixin's) lie, or a
+    Buffer subclass whose ``ptr`` lies, had ``copy`` write where they said (a segfault at
+    address 8, bytes written into a read-only ``bytes``): such classes are refused when
+    defined; a subclass adding its own methods still copies."""
+    block = Poisoned(64)
+    lie = property(lambda self: 8)
+    for base, names in ((layoutkit.StridedMemoryView, ("ptr", "layout", "readonly", "_record")),
+                        (layoutkit.Buffer, ("ptr", "size", "is_readonly", "_ptr"))):  # fmt: skip
+        for name in names:
+            for mixin in (False, True):
+                what = f"a {base.__name__} subclass{' with a mixin' if mixin else ''} redefining {name}"
+                namespace = {name: lie}
+                bases = (type("Mixin", (), namespace), base) if mixin else (base,)
+                refused(type, "Lying", bases, {} if mixin else namespace, what=what,
+                        classes=(TypeError,))  # fmt: skip
+    Plain = type("Plain", (layoutkit.StridedMemoryView,), {"extra": lambda self: 1})
+    view = Plain.from_array_interface(block.array(np.float64, (4,)))
+    layoutkit.copy(view, np.ones(4))
+    check(np.from_dlpack(view).tolist() == [1.0] * 4, "a plain subclass view was not copied into")
+
+
+@cases.case
 def copy_onto_itself_with_other_extent_1_strides():
     """Found by the long copy fuzz: the same elements, described with another stride on an
     extent-1 axis (a stride never used, DECISIONS 6), are refused as overlapping; a view

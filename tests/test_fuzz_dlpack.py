@@ -243,6 +243,74 @@ def dlpack_byte_offset_is_honoured():
     check(np.array_equal(np.from_dlpack(view), array), "byte_offset read the wrong elements")
 
 
+# ------------------------------------------------------------------ DLPack 1.3's exchange API
+def _exchange_type(module, managed=None, dltensor=None, bases=()):
+    """A tensor type in ``module`` whose ``__dlpack_c_exchange_api__`` table holds these
+    Python functions (``fn(obj, out)`` returning the C status) as ctypes callbacks."""
+    import ctypes
+
+    from layoutkit.interop import dlpack, exchange
+
+    from_py = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
+    stream = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int32, ctypes.c_void_p)
+    callbacks = [from_py(managed or (lambda obj, out: -1)),
+                 from_py(dltensor) if dltensor else None, stream(lambda *args: 0)]  # fmt: skip
+    at = [ctypes.cast(c, ctypes.c_void_p).value if c else 0 for c in callbacks]
+    table = ctypes.create_string_buffer(exchange._API.size)
+    exchange._API.pack_into(table, 0, 1, 3, 0, 0, at[0], 0, at[1], at[2])
+    name = ctypes.create_string_buffer(b"dlpack_exchange_api\0")
+    capsule = dlpack._new_capsule(ctypes.addressof(table), ctypes.addressof(name), None)
+    kind = type("Tensor", bases, {"__dlpack_c_exchange_api__": capsule,
+                                  "_keep": (callbacks, table, name)})  # fmt: skip
+    kind.__module__ = module
+    return kind
+
+
+@cases.case
+def exchange_api_null_shape_or_null_managed_tensor():
+    """A borrowed DLTensor with dimensions but a NULL shape (torch's path), and a managed
+    tensor pointer left NULL with success reported: refused, not read at address 0; a
+    look-alike in a module named torch is no torch tensor (no AttributeError)."""
+    from layoutkit.interop import exchange
+    from layoutkit.interop._native import WRITABLE_MEMORY
+
+    block = Poisoned(1024)
+
+    def null_shape(obj, out):
+        exchange._TENSOR.pack_into(WRITABLE_MEMORY, out,
+                                   block.address, 1, 0, 2, *FLOAT64, 0, 0, 0)  # fmt: skip
+        return 0
+
+    def null_managed(obj, out):
+        exchange._POINTER.pack_into(WRITABLE_MEMORY, out, 0)
+        return 0
+
+    import sys
+    import types
+
+    # torch's tensors take the borrowed path: a stand-in torch module, for this case only
+    real = sys.modules.get("torch")
+    torch = sys.modules["torch"] = types.ModuleType("torch")
+    torch.Tensor = type("Tensor", (), {
+        "requires_grad": False, "is_conj": lambda self: False, "is_neg": lambda self: False,
+    })  # fmt: skip
+    try:
+        for what, kind in (
+            ("a borrowed DLTensor with ndim 2 and a NULL shape",
+             _exchange_type("torch", None, null_shape, (torch.Tensor,))),
+            ("a NULL managed tensor reported as success", _exchange_type("lookalike", null_managed)),
+            # not a torch.Tensor: its attributes (requires_grad, ...) are not read
+            ("a look-alike torch type", _exchange_type("torch", None, null_shape)),
+        ):  # fmt: skip
+            refused(StridedMemoryView.from_dlpack, kind(), -1, what=what, classes=(BufferError,))
+    finally:
+        if real is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = real
+    block.untouched("exchange API imports")
+
+
 # ------------------------------------------------------------------ hypothesis: random fields
 _NUMPY_DTYPES = {(0, 8): "i1", (0, 16): "i2", (0, 32): "i4", (0, 64): "i8", (1, 8): "u1",
                  (1, 16): "u2", (1, 32): "u4", (1, 64): "u8", (2, 16): "f2", (2, 32): "f4",

@@ -24,7 +24,9 @@ from helpers.hostile_checks import (
 )
 from helpers.hostile_objects import (
     CountingIndex,
+    EqualsAnything,
     FakeInterface,
+    NonIntIndex,
     ShiftingInterface,
     numpy_reading,
 )
@@ -93,6 +95,7 @@ REFUSED = {
     "pointer_2_64": dict(_interface(shape=(1,)), data=(2**64, False)),
     "negative_strides_start_below_0": dict(_interface(shape=(3,), strides=(-8,)), data=(8, False)),
     "data_three_entries": dict(_interface(shape=(2,)), data=(4096, False, 0)),
+    "pointer_index_gives_float": dict(_interface(shape=(2,)), data=(NonIntIndex(4096.5), False)),
     "mask": _interface(shape=(2,), mask="BLOCK"),
     "shape_not_a_sequence": _interface(shape=2),
     "object_dtype": _interface(shape=(2,), typestr="|O"),
@@ -129,6 +132,7 @@ BUFFER_REFUSED = {
     "offset_float": dict(size=64, shape=(1,), offset=1.5),
     "offset_integral_float": dict(size=64, shape=(1,), offset=8.0),
     "offset_string": dict(size=64, shape=(1,), offset="8"),
+    "offset_index_gives_float": dict(size=64, shape=(1,), offset=NonIntIndex(8.5)),
     "strides_past_the_end": dict(size=64, shape=(2,), strides=(64,)),
     "negative_strides_before_the_start": dict(size=64, shape=(2,), strides=(-8,)),
 }
@@ -160,6 +164,33 @@ def ai_buffer_with_offset_inside_is_read_correctly():
     view = _import(FakeInterface(_buffer_interface(data, shape=(3,), offset=16)), AI)
     check_view(view, "data=bytearray, offset=16", within=(_address_of(data), 64))
     check(np.from_dlpack(view).tolist() == [2.0, 3.0, 4.0], "offset 16 read the wrong elements")
+
+
+@cases.case
+def cai_stream_index_gives_float():
+    """A CAI ``stream`` whose ``__index__`` gives a float is no stream handle."""
+    _expect_refused_at_import(_interface(shape=(2,), stream=NonIntIndex(2.5)), CAI,
+                              "CAI stream=NonIntIndex(2.5)")  # fmt: skip
+
+
+@cases.case
+def int_subclass_equal_to_a_cached_key_keeps_its_own_value():
+    """Imported layouts are cached by their shape and strides: an int subclass equal to
+    everything, hashing as an earlier import's extent (stride), must still get its own
+    value, as NumPy reads it, not the cached layout."""
+    data = bytearray(64)
+    for entries, lying in (
+        (dict(shape=(3,)), dict(shape=(EqualsAnything(8, hash_as=3),))),
+        (dict(shape=(2,), strides=(8,)), dict(shape=(2,), strides=(EqualsAnything(16, 8),))),
+    ):
+        _import(FakeInterface(_buffer_interface(data, typestr="|u1", **entries)), AI)
+        obj = FakeInterface(_buffer_interface(data, typestr="|u1", **lying))
+        view = _import(obj, AI)
+        expected = np.asarray(obj)
+        check(view.shape == expected.shape and view.layout.strides_in_bytes == expected.strides,
+              f"{lying}: the view has shape {view.shape}, byte strides "
+              f"{view.layout.strides_in_bytes}; NumPy reads {expected.shape}, "
+              f"{expected.strides}")  # fmt: skip
 
 
 # ------------------------------------------------------------------ descr and typestr

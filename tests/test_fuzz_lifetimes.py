@@ -122,6 +122,26 @@ def closed_buffer_refused_by_copy_before_any_use():
             classes=CLOSED)  # fmt: skip
 
 
+@cases.case
+def view_returned_by_njit_then_buffer_closed_is_refused_as_closed():
+    """A view returned by compiled code knows no device yet; its parent's buffer closed,
+    passing it to compiled code was a RuntimeError from reading the closed buffer's
+    device: it is the BufferError every closed view gives."""
+    buffer = HostMemoryResource().allocate(64)
+    view = StridedMemoryView.from_buffer(
+        buffer, layoutkit.StridedLayout.dense((8,), 8), np.float64
+    )
+    derived = _tail(view)
+    buffer.close()
+    refused(_read_first_1d, derived, what="@njit of a returned view after buffer.close()",
+            classes=(BufferError,))  # fmt: skip
+
+
+@njit
+def _tail(view):
+    return view[2:]
+
+
 # ------------------------------------------------------------------ copies and pickles
 def _deep(view):
     return copy.deepcopy(view)

@@ -185,6 +185,19 @@ for _name in EXPORT_JUNK:
 
 
 @cases.case
+def dlpack_export_max_version_entries_that_are_no_ints():
+    """A view's and a Buffer's ``__dlpack__`` read ``max_version`` by one rule: entries that
+    are no ints (strings, floats, bools) are a TypeError naming ``max_version`` (a bare
+    ``'>=' not supported`` escaped before, and the two messages for a wrong length differed)."""
+    view = host_view(np.arange(6.0))
+    for exporter in (view, view.buffer):
+        for version in (("a", "b"), (1.0, 0), (True, 0), (1, None)):
+            exc = refused(exporter.__dlpack__, max_version=version, classes=(TypeError,),
+                          what=f"{type(exporter).__name__}.__dlpack__(max_version={version!r})")  # fmt: skip
+            check("max_version" in str(exc), f"max_version={version!r}: message {exc}")
+
+
+@cases.case
 def cpu_tensor_with_a_stream_handle():
     """Found by the fuzz: a stream handle for a CPU producer reached NumPy's ``__dlpack__``
     (DLPack gives CPU producers ``stream=None``) and NumPy's RuntimeError escaped."""
@@ -194,6 +207,36 @@ def cpu_tensor_with_a_stream_handle():
                                      what=f"{door.__name__}(ndarray, stream_ptr={stream})")  # fmt: skip
             if ok:
                 check_view(view, f"{door.__name__}(ndarray, {stream})")
+
+
+class _LyingBounds(StridedLayout):
+    """Says its elements span one item, whatever its shape."""
+
+    offset_bounds = (0, 0)
+    volume = 1
+    is_unique = True
+
+
+@cases.case
+def layout_subclass_with_lying_bounds_cannot_reach_past_the_buffer():
+    """``from_buffer`` / ``view`` / ``with_layout`` checked a layout subclass's own
+    ``offset_bounds``: a 2**20-element view of a 32-byte buffer was made (reads and copies
+    past it). The layout's checked values decide, and the view's layout is a plain one."""
+    block = Poisoned(32)
+    view = host_view(block.array(np.float64, (4,)))
+    liar = _LyingBounds((1 << 20,), (1,), 8)
+    for what, make in (
+        ("from_buffer", lambda: StridedMemoryView.from_buffer(view.buffer, liar, np.float64)),
+        ("view", lambda: view.view(liar)),
+        ("with_layout", lambda: view.with_layout(liar)),
+    ):
+        refused(make, what=f"{what} with a {liar!r} whose offset_bounds say (0, 0)",
+                classes=(ValueError,))  # fmt: skip
+    fits = _LyingBounds((2,), (2,), 8)
+    made = view.view(fits)
+    check(type(made.layout) is StridedLayout and made.layout.offset_bounds == (0, 2),
+          f"view of a layout subclass has layout {made.layout!r} of {type(made.layout)}")  # fmt: skip
+    block.untouched("views of a lying layout subclass")
 
 
 @cases.case

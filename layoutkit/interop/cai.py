@@ -25,7 +25,14 @@ True
 
 from .dlpack import consumer_stream
 from .host import _pointer_pair, check_interface, interface_dict, interface_dtype
-from .record import CURRENT_DEVICE, ImportRecord, check_pointer, import_layout, int_entries
+from .record import (
+    CURRENT_DEVICE,
+    ImportRecord,
+    check_pointer,
+    import_layout,
+    index_entry,
+    int_entries,
+)
 
 __all__ = ["cuda_interface_dict", "driver_stream", "read_cuda_array_interface"]
 
@@ -48,11 +55,12 @@ def _producer_stream(interface, what):
     stream = interface.get("stream")
     if stream is None:
         return None
-    if type(stream) is bool or not hasattr(type(stream), "__index__"):
+    handle = index_entry(stream)
+    if handle is None:
         raise BufferError(
             f"{what}['stream'] is {stream!r}; CAI v3 requires None or an int stream handle"
         )
-    stream = stream.__index__()
+    stream = handle
     if stream == 0:
         raise BufferError(
             f"{what}['stream'] is 0, which CAI v3 forbids as ambiguous (1: legacy default "

@@ -41,7 +41,7 @@ from ._native import (
     capsule_fields,
     set_capsule_name,
 )
-from .record import checked_layout, new_record
+from .record import checked_layout, index_entry, new_record
 
 __all__ = [
     "DLPACK_VERSION",
@@ -59,7 +59,10 @@ __all__ = [
     "managed_tensor",
     "pack_managed",
     "producer_stream",
+    "read_extents",
     "tensor_record",
+    "versioned_tensor",
+    "wants_versioned",
 ]
 
 DLPACK_VERSION = (1, 3)  # the newest DLPack ABI whose fields this module reads and writes
@@ -164,6 +167,33 @@ def consumer_stream(stream_ptr):
         raise TypeError(
             f"stream_ptr={stream_ptr!r} must be a stream handle (int), -1 or None"
         ) from None
+
+
+def wants_versioned(max_version):
+    """Whether ``__dlpack__(max_version=...)`` asks for a versioned capsule (major >= 1).
+
+    Raises
+    ------
+    TypeError
+        When ``max_version`` is neither ``None`` nor a tuple, or its entries are no ints.
+    BufferError
+        For a tuple of another length than two.
+
+    Examples
+    --------
+    >>> wants_versioned(None), wants_versioned((1, 3)), wants_versioned((0, 8))
+    (False, True, False)
+    """
+    if max_version is None:
+        return False
+    if type(max_version) is not tuple:
+        raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
+    if len(max_version) != 2:  # cuda.core's message (its Buffer's)
+        raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
+    major, minor = index_entry(max_version[0]), index_entry(max_version[1])
+    if major is None or minor is None:
+        raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple of ints")
+    return major >= 1
 
 
 def producer_stream(device_type, stream_ptr):
@@ -364,7 +394,7 @@ def consume_capsule(capsule):
         if not address:
             raise BufferError("the DLPack capsule holds a NULL managed tensor")
         fields = VERSIONED.unpack_from(MEMORY, address)
-        set_capsule_name(capsule, _ADDR_USED_VERSIONED)
+        set_capsule_name(capsule, _ADDR_USED_VERSIONED)  # consumed: before any check fails
         return managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
     if name and c_string_is(name, b"dltensor\0"):
         if not address:
@@ -382,9 +412,46 @@ def managed_record(address):
     record's exporter and owner are the :class:`ImportedTensor`, which calls its deleter
     once.
     """
-    fields = VERSIONED.unpack_from(MEMORY, address)
-    tensor = managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
+    tensor = versioned_tensor(address, "the managed tensor handed over")
     return tensor_record(tensor, tensor)
+
+
+def versioned_tensor(address, what):
+    """:func:`managed_tensor` of the ``DLManagedTensorVersioned`` at ``address`` (read here).
+
+    Raises
+    ------
+    BufferError
+        For a NULL ``address`` (``what`` names where it came from; nothing to delete), and
+        as :func:`managed_tensor` does.
+    """
+    if not address:
+        raise BufferError(f"{what} holds a NULL managed tensor")
+    fields = VERSIONED.unpack_from(MEMORY, address)
+    return managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
+
+
+def read_extents(ndim, shape_at, strides_at, what):
+    """``(shape, strides)`` of a DLTensor with ``ndim`` dimensions, read from its arrays.
+
+    ``strides`` is ``None`` where ``strides_at`` is NULL (C order).
+
+    Raises
+    ------
+    BufferError
+        For ``ndim`` outside ``0..64``, or dimensions but a NULL shape (``what`` names
+        the tensor).
+    """
+    if not 0 <= ndim <= _MAX_NDIM:
+        raise BufferError(f"{what} has ndim {ndim}; 0 to {_MAX_NDIM} are supported")
+    if not ndim:
+        return (), ()
+    if not shape_at:
+        raise BufferError(f"{what} has ndim {ndim} but a NULL shape")
+    reader = _int64_structs.get(ndim) or _int64s(ndim)
+    return reader.unpack_from(MEMORY, shape_at), (
+        reader.unpack_from(MEMORY, strides_at) if strides_at else None
+    )
 
 
 def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
@@ -403,9 +470,11 @@ def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
     if major != 1:
         tensor._free()
         raise BufferError(f"DLPack major version {major} is not supported (only 1.x)")
-    if not 0 <= ndim <= _MAX_NDIM:
+    try:
+        tensor.shape, tensor.strides = read_extents(ndim, shape_at, strides_at, "DLPack tensor")
+    except BaseException:
         tensor._free()
-        raise BufferError(f"DLPack tensor has ndim {ndim}; 0 to {_MAX_NDIM} are supported")
+        raise
     tensor.versioned = versioned
     tensor.data = data
     tensor.byte_offset = offset
@@ -415,15 +484,6 @@ def managed_tensor(address, deleter, major, flags, versioned, tensor_fields):
     tensor.flags = flags
     tensor.readonly = bool(flags & FLAG_READ_ONLY)
     tensor.padded = bool(flags & FLAG_IS_SUBBYTE_TYPE_PADDED)
-    if ndim:
-        if not shape_at:
-            tensor._free()
-            raise BufferError(f"DLPack tensor has ndim {ndim} but a NULL shape")
-        reader = _int64_structs.get(ndim) or _int64s(ndim)
-        tensor.shape = reader.unpack_from(MEMORY, shape_at)
-        tensor.strides = reader.unpack_from(MEMORY, strides_at) if strides_at else None
-    else:
-        tensor.shape = tensor.strides = ()
     return tensor
 
 

@@ -40,7 +40,7 @@ from .._driver import order_after
 from . import dlpack
 from ._native import MEMORY, WRITABLE_MEMORY, CapsuleType, c_string_is, capsule_fields
 from .cai import driver_stream
-from .dlpack import fields_record, kDLCPU, managed_tensor
+from .dlpack import fields_record, kDLCPU
 
 __all__ = ["ExchangeAPI", "exchange_api", "exchange_capsule", "exchange_record"]
 
@@ -127,16 +127,6 @@ class _Scratch(threading.local):
 
 
 _scratch = _Scratch()
-_int64_structs = {}
-
-
-def _int64s(count):
-    reader = _int64_structs.get(count)
-    if reader is None:
-        reader = _int64_structs[count] = struct.Struct(f"@{count}q")
-    return reader
-
-
 def exchange_record(obj, api, stream_ptr, borrow):
     """Import ``obj`` through its type's exchange ``api``: an :class:`ImportRecord`.
 
@@ -168,14 +158,7 @@ def exchange_record(obj, api, stream_ptr, borrow):
         data, device_type, device_id, ndim, code, bits, lanes, shape_at, strides_at, offset = (
             _TENSOR.unpack_from(MEMORY, address)
         )
-        if not 0 <= ndim <= 64:
-            raise BufferError(f"{type(obj).__name__} tensor has ndim {ndim}; 0 to 64 are supported")
-        if ndim:
-            reader = _int64_structs.get(ndim) or _int64s(ndim)
-            shape = reader.unpack_from(MEMORY, shape_at)
-            strides = reader.unpack_from(MEMORY, strides_at) if strides_at else None
-        else:
-            shape = strides = ()
+        shape, strides = dlpack.read_extents(ndim, shape_at, strides_at, f"{type(obj).__name__} tensor")
         device = (device_type, device_id)
         if device_type != kDLCPU or not (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
             _order_streams(api, device, stream_ptr)
@@ -185,8 +168,7 @@ def exchange_record(obj, api, stream_ptr, borrow):
     if api.managed_tensor_from_py_object(obj, scratch.pointer_address):
         raise BufferError(f"{type(obj).__name__}: managed_tensor_from_py_object_no_sync failed")
     (address,) = _POINTER.unpack_from(MEMORY, scratch.pointer_address)
-    fields = dlpack.VERSIONED.unpack_from(MEMORY, address)
-    tensor = managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
+    tensor = dlpack.versioned_tensor(address, f"{type(obj).__name__}'s exchange API result")
     try:
         _order_streams(api, tensor.device, stream_ptr)
     except BaseException:

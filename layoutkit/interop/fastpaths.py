@@ -119,7 +119,10 @@ def reader_for(kind):
     elif package in ("jax", "jaxlib") and hasattr(kind, "__dlpack__"):
         reader = _jax
     elif (api := exchange_api(kind)) is not None:
-        reader = (_torch_reader if package == "torch" else _exchange_reader)(api)
+        # torch's own tensors only are borrowed: a look-alike's attributes are not trusted
+        torch = sys.modules.get("torch") if package == "torch" else None
+        is_torch = torch is not None and issubclass(kind, getattr(torch, "Tensor", ()))
+        reader = (_torch_reader if is_torch else _exchange_reader)(api)
     else:
         reader = None
     if len(_readers) >= 256:

@@ -33,6 +33,7 @@ from .record import (
     ImportRecord,
     check_pointer,
     import_layout,
+    index_entry,
     int_entries,
     layout_cache,
     layout_entry,
@@ -133,9 +134,10 @@ def _pointer_pair(data, what):
         ptr, readonly = data
     except (TypeError, ValueError):
         raise BufferError(f"{what}['data'] is {data!r}, not a (pointer, read-only) pair") from None
-    if type(ptr) is bool or not hasattr(type(ptr), "__index__"):
+    address = index_entry(ptr)
+    if address is None:
         raise BufferError(f"{what}['data'] pointer {ptr!r} is not an integer")
-    ptr = ptr.__index__()
+    ptr = address
     if not 0 <= ptr < 2**64:
         raise BufferError(f"{what}['data'] pointer {ptr} is not an address")
     return ptr, bool(readonly)
@@ -144,9 +146,10 @@ def _pointer_pair(data, what):
 def _offset(interface, what):
     offset = interface.get("offset", 0)
     if type(offset) is not int:
-        if type(offset) is bool or not hasattr(type(offset), "__index__"):
+        value = index_entry(offset)
+        if value is None:
             raise BufferError(f"{what}['offset'] is {offset!r}, not an integer")
-        offset = offset.__index__()
+        offset = value
     if offset < 0:
         raise BufferError(f"{what}['offset'] is {offset}; it must be >= 0")
     return offset

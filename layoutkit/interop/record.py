@@ -29,7 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._driver import HOST, Location
-from ..layout import StridedLayout
+from ..layout import StridedLayout, _as_index
 
 __all__ = [
     "CURRENT_DEVICE",
@@ -38,6 +38,7 @@ __all__ = [
     "check_pointer",
     "checked_layout",
     "import_layout",
+    "index_entry",
     "int_entries",
     "layout_cache",
     "layout_entry",
@@ -246,9 +247,31 @@ def int_entries(values, name, what):
                 raise TypeError(
                     f"{what}: {name}[{i}] is {value!r} of type {kind.__name__}, not an integer"
                 )
-            value = value.__index__()
+            try:  # a plain int: an int subclass may lie through __eq__ and __hash__ (the cache)
+                value = _as_index(value, f"{name}[{i}]")
+            except TypeError as exc:
+                raise TypeError(f"{named(what)}: {exc}") from exc.__cause__
         result.append(value)
     return tuple(result)
+
+
+def index_entry(value):
+    """``value`` as a plain ``int``, or ``None`` where it is no integer (see ``int_entries``).
+
+    Bools, floats and objects whose ``__index__`` fails or gives no int are no integers;
+    an int subclass gives its plain value (its comparisons and arithmetic may lie).
+
+    Examples
+    --------
+    >>> index_entry(7), index_entry(True), index_entry(2.0)
+    (7, None, None)
+    """
+    if type(value) is int:
+        return value
+    try:
+        return _as_index(value, "value")
+    except TypeError:
+        return None
 
 
 def check_pointer(ptr, layout, what, null_with_elements=False):

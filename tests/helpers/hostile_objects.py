@@ -95,6 +95,31 @@ class IntSubclass(int):
         return int(self) + 1000
 
 
+class EqualsAnything(int):
+    """An ``int`` subclass equal to everything, hashing as ``hash_as``: it matches any
+    cache key of that hash while its own value is another."""
+
+    def __new__(cls, value, hash_as):
+        self = super().__new__(cls, value)
+        self.hash_as = hash_as
+        return self
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    def __hash__(self):
+        return hash(self.hash_as)
+
+    def __index__(self):
+        return self
+
+    def __repr__(self):
+        return f"EqualsAnything({int(self)}, hash_as={self.hash_as})"
+
+
 # ------------------------------------------------------------------ sequences that lie
 class LyingLength:
     """Claims ``length`` entries but iterates over ``items``; indexing gives ``items``."""
