@@ -117,15 +117,18 @@ def _check_extents(shape, name):
 
 
 def _negative_extent(name, shape, axis):
-    return ValueError(f"{name}[{axis}] = {shape[axis]} is negative; extents must be >= 0")
+    return ValueError(
+        f"{name}[{axis}] = {shape[axis]} is negative. Extents must be non-negative (>= 0)"
+    )
 
 
-def _check_itemsize(itemsize, name="itemsize"):
+def _check_itemsize(itemsize, name="itemsize", new=False):
     if type(itemsize) is not int:
         itemsize = _as_index(itemsize, name)
     if not 0 < itemsize < _ITEMSIZE_LIMIT:
         if itemsize <= 0:
-            raise ValueError(f"{name} must be positive, got {itemsize}")
+            also = ": the new itemsize must be greater than zero" if new else ""
+            raise ValueError(f"{name} must be positive, got {itemsize}{also}")
         raise OverflowError(f"{name} = {itemsize} is too large (limit 2**31 - 1)")
     return itemsize
 
@@ -134,7 +137,10 @@ def _normalize_axis(axis, ndim, name):
     if type(axis) is not int:
         axis = _as_index(axis, name)
     if not -ndim <= axis < ndim:
-        raise AxisError(f"{name} {axis} is out of bounds for a layout of {ndim} dimensions")
+        raise AxisError(
+            f"Invalid axis: {name} {axis} is out of bounds for a layout of {ndim} dimensions "
+            f"(axis {axis} out of range for {ndim} dimensions)"
+        )
     return axis + ndim if axis < 0 else axis
 
 
@@ -144,8 +150,8 @@ def _normalize_permutation(order, ndim, name):
         order = _as_ints(order, name, scalar_ok=False)
     if len(order) != ndim:
         raise ValueError(
-            f"{name} {_describe(order)} has {len(order)} entries; the layout has {ndim} "
-            "dimensions"
+            f"{name} {_describe(order)} has {len(order)} entries; it must have the same "
+            f"length as the number of dimensions ({ndim})"
         )
     if order == _IOTA[ndim] or sorted(order) == _IOTA_LIST[ndim]:
         return order
@@ -154,7 +160,9 @@ def _normalize_permutation(order, ndim, name):
         return axes
     for a in order:  # name the first bad entry
         _normalize_axis(a, ndim, name)
-    raise ValueError(f"{name} {order} repeats an axis")
+    seen = set()
+    repeated = next(a for a in axes if a in seen or seen.add(a))
+    raise ValueError(f"{name} {order} repeats an axis: axis {repeated} appears multiple times")
 
 
 _IOTA = [tuple(range(n)) for n in range(MAX_NDIM + 1)]
@@ -176,7 +184,7 @@ def _parse_stride_order(stride_order, ndim, allow_k):
     ):
         options = "'K', 'C', 'F'" if allow_k else "'C', 'F'"
         raise ValueError(
-            f"stride_order must be one of {options} or a sequence of axes (slowest "
+            f"stride_order must be {options}, or a permutation of the axes (slowest "
             f"first), got {_describe(stride_order)}"
         )
     return _normalize_permutation(stride_order, ndim, "stride_order")
@@ -985,7 +993,9 @@ class StridedLayout:
             for a in axes:
                 bit = 1 << _normalize_axis(a, m, "axis")
                 if new_axes & bit:
-                    raise ValueError(f"axis {axes} repeats an axis")
+                    raise ValueError(
+                        f"axis {axes} repeats an axis: axis {a} appears multiple times"
+                    )
                 new_axes |= bit
         out = _ZEROS[: 2 * m]
         if new_axes > _INT64_MAX:  # bit 63: the kernel's int64 mask is negative
@@ -1014,7 +1024,8 @@ class StridedLayout:
         if m < n:
             raise ValueError(
                 f"cannot broadcast a layout of shape {self._shape} to shape {shape} "
-                "with fewer dimensions"
+                f"with fewer dimensions: the number of dimensions of shape ({m}) must be "
+                f"greater than or equal to the layout's ({n})"
             )
         try:
             out = (array("q", shape) if m <= _FEW else _int64s(shape)) * 2
@@ -1030,7 +1041,7 @@ class StridedLayout:
                 raise ValueError(
                     f"cannot broadcast a layout of shape {self._shape} to shape {shape}: "
                     f"extent {self._shape[volume - m + n]} does not match {shape[volume]} "
-                    f"at axis {volume}"
+                    f"at axis {volume}; the shapes cannot be broadcast together"
                 )
             raise OverflowError(
                 f"broadcasting {self!r} to {shape}: {_overflow_reason(status, volume)}"
@@ -1076,8 +1087,8 @@ class StridedLayout:
             if status != C.OVERFLOW_OFFSET:
                 _infer_extent(shape, volume)  # a bad extent or another volume: named
                 raise ValueError(
-                    f"cannot reshape {self!r} to shape {shape}: the strides are "
-                    "incompatible (a copy would be needed)"
+                    f"cannot reshape {self!r} to shape {shape}: Layout strides are "
+                    "incompatible with the new shape (a copy would be needed)"
                 )
             raise OverflowError(
                 f"reshaping {self!r} to shape {shape}: its byte strides do not fit in int64"
@@ -1136,7 +1147,7 @@ class StridedLayout:
         >>> StridedLayout.dense((5, 4), 8).repacked(4).shape
         (5, 8)
         """
-        new_itemsize = _check_itemsize(itemsize)
+        new_itemsize = _check_itemsize(itemsize, new=True)
         data_ptr = _as_index(data_ptr, "data_ptr")
         n = len(self._shape)
         old = self._itemsize
@@ -1155,7 +1166,8 @@ class StridedLayout:
                 )
             if data_ptr % new_itemsize:
                 raise ValueError(
-                    f"data_ptr {data_ptr:#x} is not aligned to the new itemsize {new_itemsize}"
+                    f"data_ptr {data_ptr:#x} is not aligned to the new itemsize "
+                    f"{new_itemsize}: it must be aligned to the packed itemsize"
                 )
         elif old % new_itemsize:
             raise ValueError(
@@ -1183,12 +1195,14 @@ class StridedLayout:
         old = self._itemsize
         if status == C.INCOMPATIBLE:
             k = new_itemsize // old
-            why = {
-                1: f"its stride there is {self._strides[ax]}, not 1",
-                2: f"the extent {self._shape[ax]} there is not divisible by {k}",
-                3: f"the slice offset {self._offset} is not divisible by {k}",
-                4: f"the stride of axis {axis} is not divisible by {k}",
-            }[reason]
+            if reason == 1:
+                why = f"its stride there is {self._strides[ax]}: the axis {ax} stride must be 1"
+            elif reason == 2:
+                why = f"the extent {self._shape[ax]} there must be divisible by {k}"
+            elif reason == 3:
+                why = f"the slice offset {self._offset} must be divisible by {k}"
+            else:
+                why = f"the stride of axis {axis} ({self._strides[axis]}) must be divisible by {k}"
             return ValueError(
                 f"cannot repack {self!r} to itemsize {new_itemsize} along axis {ax}: {why}"
             )
@@ -1220,14 +1234,14 @@ class StridedLayout:
         """
         max_itemsize = _as_index(max_itemsize, "max_itemsize")
         if max_itemsize <= 0:
-            raise ValueError(f"max_itemsize must be positive, got {max_itemsize}")
+            raise ValueError(f"max_itemsize must be greater than zero, got {max_itemsize}")
         data_ptr = _as_index(data_ptr, "data_ptr")
         n = len(self._shape)
         ax = _normalize_axis(axis, n, "axis")
         itemsize = self._itemsize
         if max_itemsize < itemsize:
             raise ValueError(
-                f"max_itemsize {max_itemsize} is smaller than the itemsize {itemsize}"
+                f"max_itemsize {max_itemsize} cannot be less than itemsize {itemsize}"
             )
         if max_itemsize > _INT64_MAX:
             max_itemsize = math.gcd(max_itemsize, 2**62)
@@ -1311,7 +1325,7 @@ class StridedLayout:
         if status == C.OUT_OF_RANGE:
             return AxisError(
                 f"index {spec[3 * position]} is out of bounds for axis {axis} with "
-                f"extent {self._shape[axis]}"
+                f"extent {self._shape[axis]} (out of range for axis {axis})"
             )
         if status == C.OVERFLOW_OFFSET:
             why = f"the stride of axis {axis} times the step does not fit in int64 in bytes"
@@ -1484,7 +1498,10 @@ def _infer_extent(shape, volume):
     for i, e in enumerate(shape):
         if e == -1:
             if unknown is not None:
-                raise ValueError(f"shape {shape} has more than one -1 extent")
+                raise ValueError(
+                    f"shape {shape} has more than one -1 extent: There can be at most one "
+                    "-1 extent in a shape"
+                )
             unknown = i
         elif e < 0:
             raise _negative_extent("shape", shape, i)
@@ -1495,16 +1512,19 @@ def _infer_extent(shape, volume):
     if unknown is None:
         if known != volume:
             raise ValueError(
-                f"cannot reshape a layout of volume {volume} to shape {shape} "
-                f"(volume {known})"
+                f"cannot reshape a layout of volume {volume} to shape {shape}: The "
+                f"original volume {volume} and the new volume {known} must be equal."
             )
         return shape
     if known == 0:
-        raise ValueError(f"shape {shape}: the -1 extent is ambiguous with a zero extent")
+        raise ValueError(
+            f"shape {shape}: The -1 extent is ambiguous when the specified sub-volume is 0"
+        )
     if volume % known:
         raise ValueError(
             f"cannot reshape a layout of volume {volume} to shape {shape}: "
-            f"{volume} is not divisible by {known}"
+            f"The original volume {volume} must be divisible by the specified sub-volume "
+            f"{known}"
         )
     return shape[:unknown] + (volume // known,) + shape[unknown + 1 :]
 
@@ -1526,7 +1546,8 @@ def _fit_int64(spec, shape):
         elif b == C.ITEM_INDEX:
             if not -_INT64_MAX <= a <= _INT64_MAX:
                 raise AxisError(
-                    f"index {a} is out of bounds for axis {axis} with extent {shape[axis]}"
+                    f"index {a} is out of bounds for axis {axis} with extent {shape[axis]} "
+                    f"(out of range for axis {axis})"
                 )
             axis += 1
         elif b == C.ITEM_WHOLE:
@@ -1547,7 +1568,10 @@ def _consumed(items, start):
 
 def _too_many_indices(items, ndim):
     count = sum(1 for item in items if item is not None and item is not Ellipsis)
-    return AxisError(f"too many indices: {count} given for a layout of {ndim} dimensions")
+    return AxisError(
+        f"too many indices: {count} given for a layout of {ndim} dimensions (the number of "
+        f"indices {count} is greater than the number of dimensions {ndim})"
+    )
 
 
 def _index_item(item):
@@ -1560,7 +1584,8 @@ def _index_item(item):
             failure = exc
     raise TypeError(
         "indices must be integers, slices, None or Ellipsis, got "
-        f"{_describe(item)} of type {type(item).__name__}"
+        f"{_describe(item)} of type {type(item).__name__}. Expected slice instance or "
+        "integer (or None or Ellipsis)."
     ) from failure
 
 

@@ -21,7 +21,7 @@ Examples
 >>> import_layout((2, -1), None, 4, False, "a tensor")
 Traceback (most recent call last):
 ...
-ValueError: a tensor: shape[1] = -1 is negative; extents must be >= 0
+ValueError: a tensor: shape[1] = -1 is negative. Extents must be non-negative (>= 0)
 """
 
 from typing import NamedTuple
