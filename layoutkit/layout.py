@@ -317,8 +317,13 @@ def _overflow_reason(status, axis):
 
 
 # ------------------------------------------------------------------------- construction
-def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None):
+def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None, implicit=False):
     """A layout from valid values (the one place that fills the slots).
+
+    ``strides`` are always explicit (compiled code, kernels, equality and every reader
+    inside layoutkit use them); ``implicit`` marks a layout built with ``strides=None``,
+    whose public ``strides`` and ``strides_in_bytes`` are None (implicit C, as in
+    cuda.core). Only constructors set it; every transform returns explicit strides.
 
     ``volume`` and ``bounds`` come with every layout (from the kernel that checked it);
     the other derived values start as None and are computed on first use (a None test:
@@ -328,6 +333,7 @@ def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None):
     self = _new_instance(cls)
     self._shape = shape
     self._strides = strides
+    self._given_strides = None if implicit else strides
     self._itemsize = itemsize
     self._offset = offset
     self._volume = volume
@@ -373,16 +379,18 @@ def _dense_failure(shape, status, axis):
     return OverflowError(f"dense layout of shape {shape}: its {what} not fit in int64")
 
 
-def _dense(cls, shape, itemsize, kind, order):
+def _dense(cls, shape, itemsize, kind, order, implicit=False):
     """The dense layout of ``shape`` (plain ints within int64) of class ``cls``, built
-    from its values: C order (``kind`` 0), Fortran order (1) or ``order`` (2)."""
+    from its values: C order (``kind`` 0), Fortran order (1) or ``order`` (2);
+    ``implicit``: built from ``strides=None`` (see ``_new``)."""
     n = len(shape)
     packed = _int64s(shape) * 2 if kind != 2 else _int64s(shape + shape + order)
     status, volume, low, high = _DENSE_LAYOUT(packed, n, itemsize, kind)
     if status:
         raise _dense_failure(shape, status, volume)
     return _new(
-        cls, shape, _UNPACK[n](packed, 8 * n), itemsize, 0, volume, (low, high), packed
+        cls, shape, _UNPACK[n](packed, 8 * n), itemsize, 0, volume, (low, high), packed,
+        implicit,
     )
 
 
@@ -397,7 +405,7 @@ def _constructed(cls, shape, strides, itemsize, divide_strides):
     if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
         itemsize = _check_itemsize(itemsize)
     if strides is None:
-        return _dense(cls, shape, itemsize, 0, None)
+        return _dense(cls, shape, itemsize, 0, None, implicit=True)
     if type(strides) is not tuple or not _ONLY_INT.issuperset(map(type, strides)):
         strides = _as_ints(strides, "strides")
     if len(strides) != ndim:
@@ -424,7 +432,8 @@ class StridedLayout:
         Extents, each >= 0; at most 64 dimensions.
     strides : sequence of int or None
         Step between neighbours along each axis, in elements (in bytes when
-        ``divide_strides`` is true). May be negative or 0. ``None`` means C order.
+        ``divide_strides`` is true). May be negative or 0. ``None`` means C order
+        (implicit C: the ``strides`` property then stays ``None``, as in cuda.core).
     itemsize : int
         Bytes per element, 1 <= itemsize < 2**31.
     divide_strides : bool
@@ -471,6 +480,8 @@ class StridedLayout:
     __slots__ = (
         # the layout (read by compiled code: see layoutkit._numba_layout)
         "_shape", "_strides", "_itemsize", "_offset",
+        # the public strides: None for implicit C (strides=None), else _strides
+        "_given_strides",
         # set by every constructor: the kernel that checked the layout computed them
         "_volume", "_bounds",
         # an array('q') starting with shape + strides (see _lay)
@@ -514,7 +525,7 @@ class StridedLayout:
                     if not status:
                         return _new(
                             cls, shape, _UNPACK[n](packed, 8 * n), itemsize, 0, volume,
-                            (low, high), packed,
+                            (low, high), packed, True,
                         )
         return _constructed(cls, shape, strides, itemsize, divide_strides)
 
@@ -666,11 +677,15 @@ class StridedLayout:
             if type(other) is cls:
                 return other
             strides, out = other._strides, other._packed
+            implicit = other._given_strides is None
         else:
             strides = _UNPACK[n](out, 8 * n)
+            implicit = False
         if cls is not StridedLayout:
-            return cls(shape, strides, itemsize)
-        return _new(StridedLayout, shape, strides, itemsize, 0, volume, (low, high), out)
+            return cls(shape, None if implicit else strides, itemsize)
+        return _new(
+            StridedLayout, shape, strides, itemsize, 0, volume, (low, high), out, implicit
+        )
 
     def to_dense(self, stride_order="K"):
         """``StridedLayout.dense_like(self, stride_order)``.
@@ -693,8 +708,24 @@ class StridedLayout:
     # stored values, read through C-level attrgetters (read-only: no setter)
     shape = property(operator.attrgetter("_shape"), doc="Extents, a tuple of int.")
     strides = property(
-        operator.attrgetter("_strides"),
-        doc="Strides in elements, a tuple of int (never ``None``: implicit C is resolved).",
+        operator.attrgetter("_given_strides"),
+        doc="""Strides in elements, a tuple of int, or ``None`` for implicit C order.
+
+        ``None`` (as in cuda.core) only for a layout built with ``strides=None`` and for
+        the calls that return such a layout itself (``dense_like`` / ``to_dense`` of a
+        layout already dense in that order, ``repacked`` to the same itemsize,
+        ``unsqueezed(())``); every other operation, and every layout returned from
+        compiled code, has explicit strides. A 0-d layout built with ``()`` keeps ``()``.
+        Implicit C equals (and hashes as) the same explicit C strides.
+
+        Examples
+        --------
+        >>> implicit = StridedLayout((2, 3), None, 4)
+        >>> implicit.strides is None, implicit.permuted((0, 1)).strides
+        (True, (3, 1))
+        >>> implicit == StridedLayout((2, 3), (3, 1), 4)
+        True
+        """,
     )
     itemsize = property(operator.attrgetter("_itemsize"), doc="Bytes per element.")
     slice_offset = property(
@@ -719,7 +750,13 @@ class StridedLayout:
 
     @property
     def strides_in_bytes(self):
-        """Strides in bytes."""
+        """Strides in bytes (``None`` when ``strides`` is ``None``: implicit C)."""
+        if self._given_strides is None:
+            return None
+        return self._byte_strides()
+
+    def _byte_strides(self):
+        """Strides in bytes, a tuple of int (explicit also for implicit C)."""
         value = self._strides_in_bytes
         if value is None:
             n = len(self._shape)
@@ -1362,7 +1399,7 @@ class StridedLayout:
 
     def __reduce__(self):
         # unpickling runs the full validation in _rebuild (a pickle can come from anywhere)
-        values = (self._shape, self._strides, self._itemsize, self._offset)
+        values = (self._shape, self._given_strides, self._itemsize, self._offset)
         if type(self) is StridedLayout:
             return _rebuild, values
         state = getattr(self, "__dict__", None)
@@ -1388,7 +1425,7 @@ class StridedLayout:
             setattr(self, key, value)
 
     def __repr__(self):
-        text = f"StridedLayout(shape={self._shape}, strides={self._strides}, itemsize={self._itemsize}"
+        text = f"StridedLayout(shape={self._shape}, strides={self._given_strides}, itemsize={self._itemsize}"
         if self._offset:
             text += f", slice_offset={self._offset}"
         return text + ")"
@@ -1403,7 +1440,10 @@ class StridedLayout:
 
     @classmethod
     def _numba_box(cls, shape, strides, itemsize, slice_offset):
-        """A layout from int tuples computed by compiled code (OverflowError if they overflow)."""
+        """A layout from int tuples computed by compiled code (OverflowError if they overflow).
+
+        Compiled code always has explicit strides, so the result never has implicit C.
+        """
         return cls._checked(
             shape, strides, itemsize, slice_offset, "layout returned from compiled code"
         )
@@ -1447,7 +1487,7 @@ def _copy(layout, cls=StridedLayout):
     """An instance of ``cls`` with the values of ``layout`` (already valid)."""
     return _new(
         cls, layout._shape, layout._strides, layout._itemsize, layout._offset,
-        layout._volume, layout._bounds, layout._packed,
+        layout._volume, layout._bounds, layout._packed, layout._given_strides is None,
     )
 
 

@@ -302,7 +302,7 @@ def assert_valid(layout):
     """Every number of an accepted layout fits in int64, and its properties work."""
     int64 = range(-(2**63), 2**63)
     assert all(type(e) is int and 0 <= e < 2**63 for e in layout.shape)
-    assert all(type(s) is int and s in int64 for s in layout.strides)
+    assert all(type(s) is int and s in int64 for s in layout._strides)  # None: implicit C
     assert layout.slice_offset in int64 and 0 < layout.itemsize < 2**31
     assert layout.volume in int64
     assert all(b * layout.itemsize in int64 for b in layout.offset_bounds)
