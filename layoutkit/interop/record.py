@@ -130,7 +130,7 @@ def _build(shape, strides, itemsize, strides_in_bytes):
         span = (layout.max_offset - low + 1) * itemsize
         if span > _INT64_MAX:
             raise OverflowError(f"{layout!r} spans {span} bytes, more than int64 allows")
-        layout = StridedLayout._trusted(layout.shape, layout.strides, itemsize, -low)
+        layout = StridedLayout._trusted(layout.shape, layout._strides, itemsize, -low)
     lead = layout.slice_offset * itemsize  # bytes from the buffer's start to (0, ..., 0)
     return layout, lead, (layout.max_offset + 1) * itemsize, not layout.is_unique
 
