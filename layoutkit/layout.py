@@ -673,7 +673,10 @@ class StridedLayout:
         status, volume, low, high, same = _DENSE_LIKE(other._lay(), n, itemsize, kind, out)
         if status:
             raise _dense_failure(shape, status, volume)
-        if same and kind != 2 and not other._offset:  # an explicit order never gives other
+        # an order given as a sequence never gives other (even the identity, or () for
+        # 0-d, which parse as "C"), as in cuda.core: the result has explicit strides
+        given = stride_order is not None and type(stride_order) is not str
+        if same and not given and not other._offset:
             if type(other) is cls:
                 return other
             strides, out = other._strides, other._packed

@@ -330,7 +330,7 @@ def classify_repacked(case, ours, theirs, itemsize, data_ptr, axis, keep_dim):
         return None
     if ours[0] == "ok" and theirs[0] == "error" and layout.ndim and enumerable(layout):
         ax = axis % layout.ndim
-        if layout.shape[ax] == 1 and layout.strides[ax] != 1 and itemsize < old:
+        if layout.shape[ax] == 1 and layout._strides[ax] != 1 and itemsize < old:
             view, origin = numpy_byte_view(layout)
             moved = np.moveaxis(view, ax, -1).view(f"V{itemsize}")
             expected = np.moveaxis(moved, -1, ax)

@@ -66,6 +66,17 @@ def test_identity_returns_keep_none(shape):
     assert layout.unsqueezed(()) is layout
 
 
+@pytest.mark.parametrize("shape", [(2, 3), (5,), ()])
+def test_an_order_given_as_a_sequence_is_never_an_identity_return(shape):
+    """Reference 1.4: a tuple order never returns the same object (not even for 0-d)."""
+    identity = tuple(range(len(shape)))
+    for layout in (implicit(shape), StridedLayout.dense(shape, 4)):
+        for order in (identity, list(identity)):
+            dense = layout.to_dense(order)
+            assert dense is not layout and dense == layout
+            assert dense.strides == StridedLayout.dense(shape, 4).strides
+
+
 def test_dense_like_f_of_a_1d_implicit_layout_is_itself():
     layout = implicit((5,))  # dense and F-contiguous: cuda.core returns it as well
     assert layout.to_dense("F") is layout and layout.strides is None
