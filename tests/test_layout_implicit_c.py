@@ -196,3 +196,24 @@ def test_compiled_code_sees_and_returns_explicit_strides():
     assert strides_of(implicit((2, 3))) == (3, 1)
     built = build((2, 3))
     assert built.strides == (3, 1) and built == implicit((2, 3))
+
+
+def test_compiled_code_reads_views_of_implicit_layouts():
+    from numba import njit
+
+    @njit
+    def read(view):
+        return view.strides, view[1, 2]
+
+    a = np.arange(12, dtype=np.int32)
+    buffer = StridedMemoryView.from_array_interface(a).buffer
+    view = StridedMemoryView.from_buffer(buffer, (3, 4), None, dtype=np.int32)
+    assert view.layout.strides is None
+    assert read(view) == ((4, 1), 6)
+
+    class Exporter:  # an __array_interface__ without strides: C order
+        __array_interface__ = {**a.__array_interface__, "shape": (3, 4), "strides": None}
+
+    exported = StridedMemoryView.from_array_interface(Exporter())
+    assert exported.layout.strides is None and exported.strides == (4, 1)
+    assert read(exported) == ((4, 1), 6)
