@@ -25,7 +25,7 @@ def _numpy_dense(shape, itemsize, order):
 def _layout_byte_offsets(layout):
     """Byte offset of every index of ``layout``, as an array of its shape."""
     offsets = np.full(layout.shape, layout.slice_offset, dtype=np.int64)
-    for axis, (extent, stride) in enumerate(zip(layout.shape, layout.strides, strict=True)):
+    for axis, (extent, stride) in enumerate(zip(layout.shape, layout._strides, strict=True)):
         steps = np.arange(extent, dtype=np.int64) * stride
         offsets = offsets + steps.reshape((-1,) + (1,) * (layout.ndim - axis - 1))
     return offsets * layout.itemsize
@@ -54,10 +54,10 @@ def check(layout, array, base):
     problems = []
     if layout.shape != array.shape:
         problems.append(f"shape {layout.shape} != numpy {array.shape}")
-    elif _strides_that_matter(layout.shape, layout.strides_in_bytes) != _strides_that_matter(
+    elif _strides_that_matter(layout.shape, layout._byte_strides()) != _strides_that_matter(
         array.shape, array.strides
     ):
-        problems.append(f"byte strides {layout.strides_in_bytes} != numpy {array.strides}")
+        problems.append(f"byte strides {layout._byte_strides()} != numpy {array.strides}")
     elif not np.array_equal(_layout_byte_offsets(layout), _numpy_byte_offsets(array, base)):
         problems.append("byte offsets differ from numpy's")
     if layout.itemsize != array.itemsize:

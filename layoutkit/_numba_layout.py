@@ -6,7 +6,9 @@ imported) ``@cuda.jit`` code:
 * ``StridedLayoutType(ndim)``: the type of a layout with ``ndim`` dimensions, a struct of
   ``shape`` and ``strides`` (int64 tuples), ``itemsize`` and ``slice_offset``;
 * unboxing of Python ``StridedLayout`` arguments (read from the layout's slots) and boxing
-  of returned layouts (checked as every Python layout is);
+  of returned layouts (checked as every Python layout is). Compiled layouts always have
+  explicit strides: an implicit-C argument (``strides`` None in Python) arrives with its C
+  strides, ``layout.strides`` is never None there, and a returned layout is explicit;
 * ``StridedLayout(shape, strides, itemsize, divide_strides=False)``,
   ``StridedLayout.dense(shape, itemsize, stride_order)``, ``StridedLayout.dense_like``,
   ``==`` and ``!=``;

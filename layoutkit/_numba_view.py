@@ -310,12 +310,13 @@ def view_arguments(view):
     Examples
     --------
     >>> from types import SimpleNamespace as NS
-    >>> layout = NS(shape=(2, 3), strides=(3, 1), slice_offset=4, max_offset=9, itemsize=8)
+    >>> layout = NS(shape=(2, 3), _strides=(3, 1), slice_offset=4, max_offset=9, itemsize=8)
     >>> view_arguments(NS(ptr=1000, layout=layout, _buffer=None))
     (1000, 2, 3, 3, 1, 4, 10)
     """
     layout = view.layout
-    return (view.ptr, *layout.shape, *layout.strides, layout.slice_offset, buffer_limit(view))
+    # _strides: explicit also for implicit C (whose public strides are None)
+    return (view.ptr, *layout.shape, *layout._strides, layout.slice_offset, buffer_limit(view))
 
 
 def check_view_accessible(view, name, on_device, device_id=None):
@@ -402,7 +403,7 @@ def view_record(view):
     record = view._numba_record = (
         numba_type,
         packer.pack(
-            flags, view.ptr, layout.slice_offset, buffer_limit(view), *shape, *layout.strides
+            flags, view.ptr, layout.slice_offset, buffer_limit(view), *shape, *layout._strides
         ),
     )
     return record
@@ -616,7 +617,7 @@ def _from_compiled(parent, shape, strides, offset, readonly, boundscheck):
     layout = parent.layout
     if (
         shape == layout.shape
-        and strides == layout.strides
+        and strides == layout._strides
         and offset == layout.slice_offset
         and readonly == parent.readonly
     ):

@@ -157,9 +157,11 @@ def _as_layout(layout):
 
     if isinstance(layout, StridedLayout):
         return layout
+    shape, strides = tuple(layout.shape), layout.strides
+    if strides is None:  # implicit C (as cuda.core's layouts may have)
+        strides = StridedLayout.dense(shape, layout.itemsize)._strides
     return StridedLayout._checked(
-        tuple(layout.shape), tuple(layout.strides), layout.itemsize, layout.slice_offset,
-        "layout to draw",
+        shape, tuple(strides), layout.itemsize, layout.slice_offset, "layout to draw"
     )
 
 
@@ -205,7 +207,7 @@ def _text(x, y, content, *, size=12, anchor="middle", colour="#222", css_class=N
 
 def _svg(layout, summary):
     shape = layout.shape
-    strides = layout.strides
+    strides = layout._strides
     rows, cols = _grid_shape(shape)
     if 0 in shape:  # nothing to draw (whatever the other extents): one empty grid, a note
         rows, cols, leading, indices = 0, 0, [()], []
@@ -365,7 +367,7 @@ def _property_rows(layout):
 
 
 def _summary_lines(layout):
-    strides = layout.strides
+    strides = layout._strides
     lines = [
         f"shape {layout.shape}  strides {strides} (elements)",
         f"itemsize {layout.itemsize}  slice_offset {layout.slice_offset}",

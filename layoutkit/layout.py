@@ -117,15 +117,18 @@ def _check_extents(shape, name):
 
 
 def _negative_extent(name, shape, axis):
-    return ValueError(f"{name}[{axis}] = {shape[axis]} is negative; extents must be >= 0")
+    return ValueError(
+        f"{name}[{axis}] = {shape[axis]} is negative. Extents must be non-negative (>= 0)"
+    )
 
 
-def _check_itemsize(itemsize, name="itemsize"):
+def _check_itemsize(itemsize, name="itemsize", new=False):
     if type(itemsize) is not int:
         itemsize = _as_index(itemsize, name)
     if not 0 < itemsize < _ITEMSIZE_LIMIT:
         if itemsize <= 0:
-            raise ValueError(f"{name} must be positive, got {itemsize}")
+            also = ": the new itemsize must be greater than zero" if new else ""
+            raise ValueError(f"{name} must be positive, got {itemsize}{also}")
         raise OverflowError(f"{name} = {itemsize} is too large (limit 2**31 - 1)")
     return itemsize
 
@@ -134,7 +137,10 @@ def _normalize_axis(axis, ndim, name):
     if type(axis) is not int:
         axis = _as_index(axis, name)
     if not -ndim <= axis < ndim:
-        raise AxisError(f"{name} {axis} is out of bounds for a layout of {ndim} dimensions")
+        raise AxisError(
+            f"Invalid axis: {name} {axis} is out of bounds for a layout of {ndim} dimensions "
+            f"(axis {axis} out of range for {ndim} dimensions)"
+        )
     return axis + ndim if axis < 0 else axis
 
 
@@ -144,8 +150,8 @@ def _normalize_permutation(order, ndim, name):
         order = _as_ints(order, name, scalar_ok=False)
     if len(order) != ndim:
         raise ValueError(
-            f"{name} {_describe(order)} has {len(order)} entries; the layout has {ndim} "
-            "dimensions"
+            f"{name} {_describe(order)} has {len(order)} entries; it must have the same "
+            f"length as the number of dimensions ({ndim})"
         )
     if order == _IOTA[ndim] or sorted(order) == _IOTA_LIST[ndim]:
         return order
@@ -154,7 +160,9 @@ def _normalize_permutation(order, ndim, name):
         return axes
     for a in order:  # name the first bad entry
         _normalize_axis(a, ndim, name)
-    raise ValueError(f"{name} {order} repeats an axis")
+    seen = set()
+    repeated = next(a for a in axes if a in seen or seen.add(a))
+    raise ValueError(f"{name} {order} repeats an axis: axis {repeated} appears multiple times")
 
 
 _IOTA = [tuple(range(n)) for n in range(MAX_NDIM + 1)]
@@ -176,7 +184,7 @@ def _parse_stride_order(stride_order, ndim, allow_k):
     ):
         options = "'K', 'C', 'F'" if allow_k else "'C', 'F'"
         raise ValueError(
-            f"stride_order must be one of {options} or a sequence of axes (slowest "
+            f"stride_order must be {options}, or a permutation of the axes (slowest "
             f"first), got {_describe(stride_order)}"
         )
     return _normalize_permutation(stride_order, ndim, "stride_order")
@@ -309,8 +317,13 @@ def _overflow_reason(status, axis):
 
 
 # ------------------------------------------------------------------------- construction
-def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None):
+def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None, implicit=False):
     """A layout from valid values (the one place that fills the slots).
+
+    ``strides`` are always explicit (compiled code, kernels, equality and every reader
+    inside layoutkit use them); ``implicit`` marks a layout built with ``strides=None``,
+    whose public ``strides`` and ``strides_in_bytes`` are None (implicit C, as in
+    cuda.core). Only constructors set it; every transform returns explicit strides.
 
     ``volume`` and ``bounds`` come with every layout (from the kernel that checked it);
     the other derived values start as None and are computed on first use (a None test:
@@ -320,6 +333,7 @@ def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None):
     self = _new_instance(cls)
     self._shape = shape
     self._strides = strides
+    self._given_strides = None if implicit else strides
     self._itemsize = itemsize
     self._offset = offset
     self._volume = volume
@@ -365,16 +379,18 @@ def _dense_failure(shape, status, axis):
     return OverflowError(f"dense layout of shape {shape}: its {what} not fit in int64")
 
 
-def _dense(cls, shape, itemsize, kind, order):
+def _dense(cls, shape, itemsize, kind, order, implicit=False):
     """The dense layout of ``shape`` (plain ints within int64) of class ``cls``, built
-    from its values: C order (``kind`` 0), Fortran order (1) or ``order`` (2)."""
+    from its values: C order (``kind`` 0), Fortran order (1) or ``order`` (2);
+    ``implicit``: built from ``strides=None`` (see ``_new``)."""
     n = len(shape)
     packed = _int64s(shape) * 2 if kind != 2 else _int64s(shape + shape + order)
     status, volume, low, high = _DENSE_LAYOUT(packed, n, itemsize, kind)
     if status:
         raise _dense_failure(shape, status, volume)
     return _new(
-        cls, shape, _UNPACK[n](packed, 8 * n), itemsize, 0, volume, (low, high), packed
+        cls, shape, _UNPACK[n](packed, 8 * n), itemsize, 0, volume, (low, high), packed,
+        implicit,
     )
 
 
@@ -389,7 +405,7 @@ def _constructed(cls, shape, strides, itemsize, divide_strides):
     if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
         itemsize = _check_itemsize(itemsize)
     if strides is None:
-        return _dense(cls, shape, itemsize, 0, None)
+        return _dense(cls, shape, itemsize, 0, None, implicit=True)
     if type(strides) is not tuple or not _ONLY_INT.issuperset(map(type, strides)):
         strides = _as_ints(strides, "strides")
     if len(strides) != ndim:
@@ -416,7 +432,8 @@ class StridedLayout:
         Extents, each >= 0; at most 64 dimensions.
     strides : sequence of int or None
         Step between neighbours along each axis, in elements (in bytes when
-        ``divide_strides`` is true). May be negative or 0. ``None`` means C order.
+        ``divide_strides`` is true). May be negative or 0. ``None`` means C order
+        (implicit C: the ``strides`` property then stays ``None``, as in cuda.core).
     itemsize : int
         Bytes per element, 1 <= itemsize < 2**31.
     divide_strides : bool
@@ -463,6 +480,8 @@ class StridedLayout:
     __slots__ = (
         # the layout (read by compiled code: see layoutkit._numba_layout)
         "_shape", "_strides", "_itemsize", "_offset",
+        # the public strides: None for implicit C (strides=None), else _strides
+        "_given_strides",
         # set by every constructor: the kernel that checked the layout computed them
         "_volume", "_bounds",
         # an array('q') starting with shape + strides (see _lay)
@@ -506,7 +525,7 @@ class StridedLayout:
                     if not status:
                         return _new(
                             cls, shape, _UNPACK[n](packed, 8 * n), itemsize, 0, volume,
-                            (low, high), packed,
+                            (low, high), packed, True,
                         )
         return _constructed(cls, shape, strides, itemsize, divide_strides)
 
@@ -654,15 +673,22 @@ class StridedLayout:
         status, volume, low, high, same = _DENSE_LIKE(other._lay(), n, itemsize, kind, out)
         if status:
             raise _dense_failure(shape, status, volume)
-        if same and kind != 2 and not other._offset:  # an explicit order never gives other
+        # an order given as a sequence never gives other (even the identity, or () for
+        # 0-d, which parse as "C"), as in cuda.core: the result has explicit strides
+        given = stride_order is not None and type(stride_order) is not str
+        if same and not given and not other._offset:
             if type(other) is cls:
                 return other
             strides, out = other._strides, other._packed
+            implicit = other._given_strides is None
         else:
             strides = _UNPACK[n](out, 8 * n)
+            implicit = False
         if cls is not StridedLayout:
-            return cls(shape, strides, itemsize)
-        return _new(StridedLayout, shape, strides, itemsize, 0, volume, (low, high), out)
+            return cls(shape, None if implicit else strides, itemsize)
+        return _new(
+            StridedLayout, shape, strides, itemsize, 0, volume, (low, high), out, implicit
+        )
 
     def to_dense(self, stride_order="K"):
         """``StridedLayout.dense_like(self, stride_order)``.
@@ -685,8 +711,24 @@ class StridedLayout:
     # stored values, read through C-level attrgetters (read-only: no setter)
     shape = property(operator.attrgetter("_shape"), doc="Extents, a tuple of int.")
     strides = property(
-        operator.attrgetter("_strides"),
-        doc="Strides in elements, a tuple of int (never ``None``: implicit C is resolved).",
+        operator.attrgetter("_given_strides"),
+        doc="""Strides in elements, a tuple of int, or ``None`` for implicit C order.
+
+        ``None`` (as in cuda.core) only for a layout built with ``strides=None`` and for
+        the calls that return such a layout itself (``dense_like`` / ``to_dense`` of a
+        layout already dense in that order, ``repacked`` to the same itemsize,
+        ``unsqueezed(())``); every other operation, and every layout returned from
+        compiled code, has explicit strides. A 0-d layout built with ``()`` keeps ``()``.
+        Implicit C equals (and hashes as) the same explicit C strides.
+
+        Examples
+        --------
+        >>> implicit = StridedLayout((2, 3), None, 4)
+        >>> implicit.strides is None, implicit.permuted((0, 1)).strides
+        (True, (3, 1))
+        >>> implicit == StridedLayout((2, 3), (3, 1), 4)
+        True
+        """,
     )
     itemsize = property(operator.attrgetter("_itemsize"), doc="Bytes per element.")
     slice_offset = property(
@@ -711,7 +753,13 @@ class StridedLayout:
 
     @property
     def strides_in_bytes(self):
-        """Strides in bytes."""
+        """Strides in bytes (``None`` when ``strides`` is ``None``: implicit C)."""
+        if self._given_strides is None:
+            return None
+        return self._byte_strides()
+
+    def _byte_strides(self):
+        """Strides in bytes, a tuple of int (explicit also for implicit C)."""
         value = self._strides_in_bytes
         if value is None:
             n = len(self._shape)
@@ -985,7 +1033,9 @@ class StridedLayout:
             for a in axes:
                 bit = 1 << _normalize_axis(a, m, "axis")
                 if new_axes & bit:
-                    raise ValueError(f"axis {axes} repeats an axis")
+                    raise ValueError(
+                        f"axis {axes} repeats an axis: axis {a} appears multiple times"
+                    )
                 new_axes |= bit
         out = _ZEROS[: 2 * m]
         if new_axes > _INT64_MAX:  # bit 63: the kernel's int64 mask is negative
@@ -1014,7 +1064,8 @@ class StridedLayout:
         if m < n:
             raise ValueError(
                 f"cannot broadcast a layout of shape {self._shape} to shape {shape} "
-                "with fewer dimensions"
+                f"with fewer dimensions: the number of dimensions of shape ({m}) must be "
+                f"greater than or equal to the layout's ({n})"
             )
         try:
             out = (array("q", shape) if m <= _FEW else _int64s(shape)) * 2
@@ -1030,7 +1081,7 @@ class StridedLayout:
                 raise ValueError(
                     f"cannot broadcast a layout of shape {self._shape} to shape {shape}: "
                     f"extent {self._shape[volume - m + n]} does not match {shape[volume]} "
-                    f"at axis {volume}"
+                    f"at axis {volume}; the shapes cannot be broadcast together"
                 )
             raise OverflowError(
                 f"broadcasting {self!r} to {shape}: {_overflow_reason(status, volume)}"
@@ -1076,8 +1127,8 @@ class StridedLayout:
             if status != C.OVERFLOW_OFFSET:
                 _infer_extent(shape, volume)  # a bad extent or another volume: named
                 raise ValueError(
-                    f"cannot reshape {self!r} to shape {shape}: the strides are "
-                    "incompatible (a copy would be needed)"
+                    f"cannot reshape {self!r} to shape {shape}: Layout strides are "
+                    "incompatible with the new shape (a copy would be needed)"
                 )
             raise OverflowError(
                 f"reshaping {self!r} to shape {shape}: its byte strides do not fit in int64"
@@ -1136,7 +1187,7 @@ class StridedLayout:
         >>> StridedLayout.dense((5, 4), 8).repacked(4).shape
         (5, 8)
         """
-        new_itemsize = _check_itemsize(itemsize)
+        new_itemsize = _check_itemsize(itemsize, new=True)
         data_ptr = _as_index(data_ptr, "data_ptr")
         n = len(self._shape)
         old = self._itemsize
@@ -1155,7 +1206,8 @@ class StridedLayout:
                 )
             if data_ptr % new_itemsize:
                 raise ValueError(
-                    f"data_ptr {data_ptr:#x} is not aligned to the new itemsize {new_itemsize}"
+                    f"data_ptr {data_ptr:#x} is not aligned to the new itemsize "
+                    f"{new_itemsize}: it must be aligned to the packed itemsize"
                 )
         elif old % new_itemsize:
             raise ValueError(
@@ -1183,12 +1235,14 @@ class StridedLayout:
         old = self._itemsize
         if status == C.INCOMPATIBLE:
             k = new_itemsize // old
-            why = {
-                1: f"its stride there is {self._strides[ax]}, not 1",
-                2: f"the extent {self._shape[ax]} there is not divisible by {k}",
-                3: f"the slice offset {self._offset} is not divisible by {k}",
-                4: f"the stride of axis {axis} is not divisible by {k}",
-            }[reason]
+            if reason == 1:
+                why = f"its stride there is {self._strides[ax]}: the axis {ax} stride must be 1"
+            elif reason == 2:
+                why = f"the extent {self._shape[ax]} there must be divisible by {k}"
+            elif reason == 3:
+                why = f"the slice offset {self._offset} must be divisible by {k}"
+            else:
+                why = f"the stride of axis {axis} ({self._strides[axis]}) must be divisible by {k}"
             return ValueError(
                 f"cannot repack {self!r} to itemsize {new_itemsize} along axis {ax}: {why}"
             )
@@ -1220,14 +1274,14 @@ class StridedLayout:
         """
         max_itemsize = _as_index(max_itemsize, "max_itemsize")
         if max_itemsize <= 0:
-            raise ValueError(f"max_itemsize must be positive, got {max_itemsize}")
+            raise ValueError(f"max_itemsize must be greater than zero, got {max_itemsize}")
         data_ptr = _as_index(data_ptr, "data_ptr")
         n = len(self._shape)
         ax = _normalize_axis(axis, n, "axis")
         itemsize = self._itemsize
         if max_itemsize < itemsize:
             raise ValueError(
-                f"max_itemsize {max_itemsize} is smaller than the itemsize {itemsize}"
+                f"max_itemsize {max_itemsize} cannot be less than itemsize {itemsize}"
             )
         if max_itemsize > _INT64_MAX:
             max_itemsize = math.gcd(max_itemsize, 2**62)
@@ -1311,7 +1365,7 @@ class StridedLayout:
         if status == C.OUT_OF_RANGE:
             return AxisError(
                 f"index {spec[3 * position]} is out of bounds for axis {axis} with "
-                f"extent {self._shape[axis]}"
+                f"extent {self._shape[axis]} (out of range for axis {axis})"
             )
         if status == C.OVERFLOW_OFFSET:
             why = f"the stride of axis {axis} times the step does not fit in int64 in bytes"
@@ -1348,7 +1402,7 @@ class StridedLayout:
 
     def __reduce__(self):
         # unpickling runs the full validation in _rebuild (a pickle can come from anywhere)
-        values = (self._shape, self._strides, self._itemsize, self._offset)
+        values = (self._shape, self._given_strides, self._itemsize, self._offset)
         if type(self) is StridedLayout:
             return _rebuild, values
         state = getattr(self, "__dict__", None)
@@ -1374,7 +1428,7 @@ class StridedLayout:
             setattr(self, key, value)
 
     def __repr__(self):
-        text = f"StridedLayout(shape={self._shape}, strides={self._strides}, itemsize={self._itemsize}"
+        text = f"StridedLayout(shape={self._shape}, strides={self._given_strides}, itemsize={self._itemsize}"
         if self._offset:
             text += f", slice_offset={self._offset}"
         return text + ")"
@@ -1389,7 +1443,10 @@ class StridedLayout:
 
     @classmethod
     def _numba_box(cls, shape, strides, itemsize, slice_offset):
-        """A layout from int tuples computed by compiled code (OverflowError if they overflow)."""
+        """A layout from int tuples computed by compiled code (OverflowError if they overflow).
+
+        Compiled code always has explicit strides, so the result never has implicit C.
+        """
         return cls._checked(
             shape, strides, itemsize, slice_offset, "layout returned from compiled code"
         )
@@ -1454,7 +1511,7 @@ def _copy(layout, cls=StridedLayout):
     """An instance of ``cls`` with the values of ``layout`` (already valid)."""
     return _new(
         cls, layout._shape, layout._strides, layout._itemsize, layout._offset,
-        layout._volume, layout._bounds, layout._packed,
+        layout._volume, layout._bounds, layout._packed, layout._given_strides is None,
     )
 
 
@@ -1505,7 +1562,10 @@ def _infer_extent(shape, volume):
     for i, e in enumerate(shape):
         if e == -1:
             if unknown is not None:
-                raise ValueError(f"shape {shape} has more than one -1 extent")
+                raise ValueError(
+                    f"shape {shape} has more than one -1 extent: There can be at most one "
+                    "-1 extent in a shape"
+                )
             unknown = i
         elif e < 0:
             raise _negative_extent("shape", shape, i)
@@ -1516,16 +1576,19 @@ def _infer_extent(shape, volume):
     if unknown is None:
         if known != volume:
             raise ValueError(
-                f"cannot reshape a layout of volume {volume} to shape {shape} "
-                f"(volume {known})"
+                f"cannot reshape a layout of volume {volume} to shape {shape}: The "
+                f"original volume {volume} and the new volume {known} must be equal."
             )
         return shape
     if known == 0:
-        raise ValueError(f"shape {shape}: the -1 extent is ambiguous with a zero extent")
+        raise ValueError(
+            f"shape {shape}: The -1 extent is ambiguous when the specified sub-volume is 0"
+        )
     if volume % known:
         raise ValueError(
             f"cannot reshape a layout of volume {volume} to shape {shape}: "
-            f"{volume} is not divisible by {known}"
+            f"The original volume {volume} must be divisible by the specified sub-volume "
+            f"{known}"
         )
     return shape[:unknown] + (volume // known,) + shape[unknown + 1 :]
 
@@ -1547,7 +1610,8 @@ def _fit_int64(spec, shape):
         elif b == C.ITEM_INDEX:
             if not -_INT64_MAX <= a <= _INT64_MAX:
                 raise AxisError(
-                    f"index {a} is out of bounds for axis {axis} with extent {shape[axis]}"
+                    f"index {a} is out of bounds for axis {axis} with extent {shape[axis]} "
+                    f"(out of range for axis {axis})"
                 )
             axis += 1
         elif b == C.ITEM_WHOLE:
@@ -1568,7 +1632,10 @@ def _consumed(items, start):
 
 def _too_many_indices(items, ndim):
     count = sum(1 for item in items if item is not None and item is not Ellipsis)
-    return AxisError(f"too many indices: {count} given for a layout of {ndim} dimensions")
+    return AxisError(
+        f"too many indices: {count} given for a layout of {ndim} dimensions (the number of "
+        f"indices {count} is greater than the number of dimensions {ndim})"
+    )
 
 
 def _index_item(item):
@@ -1581,7 +1648,8 @@ def _index_item(item):
             failure = exc
     raise TypeError(
         "indices must be integers, slices, None or Ellipsis, got "
-        f"{_describe(item)} of type {type(item).__name__}"
+        f"{_describe(item)} of type {type(item).__name__}. Expected slice instance or "
+        "integer (or None or Ellipsis)."
     ) from failure
 
 

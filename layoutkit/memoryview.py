@@ -507,7 +507,9 @@ class StridedMemoryView:
     _layout = layout  # cuda.core's name for it
     shape = property(_attribute("_record.layout.shape"), doc="Extents (``tuple`` of ``int``).")
     strides = property(
-        _attribute("_record.layout.strides"), doc="Strides in elements (``tuple`` of ``int``)."
+        _attribute("_record.layout._strides"),
+        doc="Strides in elements (``tuple`` of ``int``; explicit also when ``layout.strides`` "
+        "is ``None``, implicit C).",
     )
     size = property(_attribute("_record.layout.volume"), doc="Number of elements.")
     ndim = property(_attribute("_record.layout.ndim"), doc="Number of dimensions.")
@@ -732,7 +734,7 @@ class StridedMemoryView:
         ptr = record.ptr if layout.volume else 0
         if device is None:
             device = record.dl_device or self.__dlpack_device__()
-        return self, ptr, layout.shape, layout.strides, (code, bits, lanes), device, flags
+        return self, ptr, layout.shape, layout._strides, (code, bits, lanes), device, flags
 
     def _interface(self, make):
         """A new copy of the interface dict ``make`` describes this view with (cached)."""
@@ -744,7 +746,7 @@ class StridedMemoryView:
             record = self._record
             layout = record.layout
             interface = make(
-                record.ptr, record.readonly, layout.shape, layout.strides_in_bytes, record.dtype,
+                record.ptr, record.readonly, layout.shape, layout._byte_strides(), record.dtype,
                 layout.itemsize,
             )  # fmt: skip
             if type(interface.get("descr")) is list:
@@ -816,7 +818,7 @@ class StridedMemoryView:
         return (
             f"StridedMemoryView(ptr=0x{record.ptr:x},\n"
             f"                  shape={layout.shape},\n"
-            f"                  strides={layout.strides},\n"
+            f"                  strides={layout._strides},\n"
             f"                  itemsize={layout.itemsize},\n"
             f"                  dtype={dtype if dtype is None else dtype.name},\n"
             f"                  device_id={_or_unknown(lambda: self.device_id)},\n"

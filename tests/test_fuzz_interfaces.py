@@ -386,7 +386,7 @@ def _numpy_agrees(view, interface, array, what):
         return
     check(view.shape == array.shape, f"{what}: shape {view.shape}, NumPy {array.shape}")
     check(view.ptr == array.ctypes.data, f"{what}: ptr {view.ptr:#x}, NumPy {array.ctypes.data:#x}")
-    mine = [s for s, e in zip(view.layout.strides_in_bytes, view.shape) if e != 1]
+    mine = [s for s, e in zip(view.layout._byte_strides(), view.shape) if e != 1]
     numpy = [s for s, e in zip(array.strides, array.shape) if e != 1]
     check(mine == numpy, f"{what}: byte strides {mine}, NumPy {numpy}")
     if "descr" not in interface:

@@ -302,10 +302,118 @@ def assert_valid(layout):
     """Every number of an accepted layout fits in int64, and its properties work."""
     int64 = range(-(2**63), 2**63)
     assert all(type(e) is int and 0 <= e < 2**63 for e in layout.shape)
-    assert all(type(s) is int and s in int64 for s in layout.strides)
+    assert all(type(s) is int and s in int64 for s in layout._strides)  # None: implicit C
     assert layout.slice_offset in int64 and 0 < layout.itemsize < 2**31
     assert layout.volume in int64
     assert all(b * layout.itemsize in int64 for b in layout.offset_bounds)
     layout.is_unique, layout.is_contiguous_any, layout.flattened()  # noqa: B018
     if layout.volume <= 4096:
         assert_properties(layout)
+
+
+# cuda.core 1.2.2's phrase for each of these failures (what code and tests written against
+# it match), with our naming of the argument and its value beside it (DECISIONS 18)
+REFERENCE_PHRASES = {
+    "permuted length": (
+        lambda: L.permuted((0, 1)), ValueError,
+        r"axis_order \(0, 1\) .*the same length as the number of dimensions",
+    ),
+    "permuted repeated": (
+        lambda: L.permuted((1, 0, 1)), ValueError,
+        r"axis_order \(1, 0, 1\) .*axis 1 appears multiple times",
+    ),
+    "permuted out of range": (
+        lambda: L.permuted((1, -2000, 0)), AxisError,
+        r"axis_order -2000 .*axis -2000 out of range for",
+    ),
+    "index out of range": (lambda: L[0, 1, 5], AxisError, r"index 5 .*out of range for axis 2"),
+    "index beyond int64": (lambda: L[2**70], AxisError, r"index \d+ .*out of range for axis 0"),
+    "too many indices": (
+        lambda: L[0, 0, 0, 0], AxisError, r"4 .*is greater than the number of dimensions 3"
+    ),
+    "index type": (lambda: L["abc"], TypeError, r"'abc'.*Expected slice instance or integer"),
+    "slice step 0": (lambda: L[:, ::0], ValueError, r"slice step cannot be zer"),
+    "reshape volume": (
+        lambda: L.reshaped((5,)), ValueError,
+        r"\(5,\).*The original volume 24 and the new volume 5 must be equal\.",
+    ),
+    "reshape negative": (
+        lambda: L.reshaped((-2, 12)), ValueError, r"shape\[0\] = -2.*Extents must be non-negative",
+    ),
+    "reshape two -1": (
+        lambda: L.reshaped((-1, 6, -1)), ValueError,
+        r"\(-1, 6, -1\).*There can be at most one -1 extent in a shape",
+    ),
+    "reshape ambiguous -1": (
+        lambda: L.reshaped((5, 0, -1)), ValueError,
+        r"\(5, 0, -1\).*The -1 extent is ambiguous when the specified sub-volume is 0",
+    ),
+    "reshape indivisible": (
+        lambda: L.reshaped((7, -1)), ValueError,
+        r"\(7, -1\).*The original volume 24 must be divisible by the specified sub-volume 7",
+    ),
+    "reshape strides": (
+        lambda: L.permuted((1, 0, 2)).reshaped((24,)), ValueError,
+        r"\(24,\).*Layout strides are incompatible with the new shape",
+    ),
+    "dense_like order": (
+        lambda: StridedLayout.dense_like(L, "X"), ValueError,
+        r"stride_order must be 'K', 'C', 'F', or a permutation.*'X'",
+    ),
+    "broadcast fewer dims": (
+        lambda: L.broadcast_to((3,)), ValueError, r"\(3,\).*must be greater than or equal to",
+    ),
+    "broadcast extent": (
+        lambda: L.broadcast_to((2, 5, 4)), ValueError, r"3 .*5.*cannot be broadcast together",
+    ),
+    "unsqueezed axis": (lambda: L.unsqueezed(9), AxisError, r"Invalid axis.*axis 9"),
+    "unsqueezed repeated": (
+        lambda: L.unsqueezed((0, 0)), ValueError, r"\(0, 0\).*axis 0 appears multiple times"
+    ),
+    "repacked axis": (lambda: L.repacked(8, axis=5), AxisError, r"Invalid axis.*axis 5"),
+    "repacked data_ptr": (
+        lambda: L.repacked(8, data_ptr=4), ValueError,
+        r"data_ptr 0x4 .*must be aligned to the packed itemsize",
+    ),
+    "repacked stride": (
+        lambda: StridedLayout((4, 5), (5, 1), 4).repacked(8, axis=0), ValueError,
+        r"stride there is 5.*axis 0 stride must be 1",
+    ),
+    "repacked extent": (
+        lambda: StridedLayout.dense((5, 3), 4).repacked(8, axis=1), ValueError,
+        r"extent 3 .*must be divisible by 2",
+    ),
+    "repacked slice offset": (
+        lambda: StridedLayout.dense((5, 6), 4)[:, 1:5].repacked(8, axis=1), ValueError,
+        r"slice offset 1 must be divisible by 2",
+    ),
+    "repacked other stride": (
+        lambda: StridedLayout((3, 4), (5, 1), 4).repacked(8, axis=1), ValueError,
+        r"stride of axis 0 \(5\) must be divisible by 2",
+    ),
+    "repacked unpack stride": (
+        lambda: StridedLayout((4, 5), (5, 1), 8).repacked(4, axis=0), ValueError,
+        r"axis 0 stride must be 1",
+    ),
+    "repacked itemsize 0": (
+        lambda: L.repacked(0), ValueError, r"itemsize .*0.*new itemsize must be greater than zero"
+    ),
+    "max_itemsize 0": (
+        lambda: L.max_compatible_itemsize(max_itemsize=0), ValueError,
+        r"max_itemsize must be greater than zero, got 0",
+    ),
+    "max_itemsize axis": (
+        lambda: L.max_compatible_itemsize(axis=9), AxisError, r"Invalid axis.*axis 9"
+    ),
+    "max_itemsize small": (
+        lambda: StridedLayout.dense((5, 4), 8).max_compatible_itemsize(max_itemsize=4),
+        ValueError, r"max_itemsize 4 cannot be less than itemsize 8",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REFERENCE_PHRASES, ids=str)
+def test_messages_carry_the_reference_phrase(case):
+    call, exception, pattern = REFERENCE_PHRASES[case]
+    with pytest.raises(exception, match=pattern):
+        call()

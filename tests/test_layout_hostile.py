@@ -47,7 +47,7 @@ def raises(exception, *words):
 
 
 def exact_ints(layout):
-    values = (*layout.shape, *layout.strides, layout.itemsize, layout.slice_offset)
+    values = (*layout.shape, *layout._strides, layout.itemsize, layout.slice_offset)
     return all(type(v) is int for v in values)
 
 

@@ -38,7 +38,7 @@ INT64 = range(-(2**63), 2**63)
 
 
 def lay(layout):
-    return np.array(layout.shape + layout.strides, dtype=np.int64)
+    return np.array(layout.shape + layout._strides, dtype=np.int64)  # implicit C resolved
 
 
 def buffer(size):
@@ -419,7 +419,7 @@ def test_byte_strides(shape, itemsize):
     layout = StridedLayout(shape, None, itemsize)
     out = buffer(layout.ndim)
     K.byte_strides(lay(layout), layout.ndim, itemsize, out)
-    assert tuple(out[: layout.ndim].tolist()) == tuple(s * itemsize for s in layout.strides)
+    assert tuple(out[: layout.ndim].tolist()) == tuple(s * itemsize for s in layout._strides)
 
 
 # ------------------------------------------------------------------------- loading

@@ -190,8 +190,11 @@ def assert_exact(actual, expected):
         for a, e in zip(actual, expected, strict=True):
             assert_exact(a, e)
     elif isinstance(expected, StridedLayout):
-        assert (actual.shape, actual.strides, actual.itemsize, actual.slice_offset) == (
-            expected.shape, expected.strides, expected.itemsize, expected.slice_offset,
+        # compiled code has explicit strides only: a layout it returns never has None
+        # (implicit C), where the Python function may return one built with strides=None
+        assert actual.strides is not None
+        assert (actual.shape, actual._strides, actual.itemsize, actual.slice_offset) == (
+            expected.shape, expected._strides, expected.itemsize, expected.slice_offset,
         )  # fmt: skip
     else:
         assert actual == expected

@@ -96,7 +96,7 @@ def _same_elements(dst_layout, src_layout):
     """
     return all(
         e == 1 or d == s
-        for e, d, s in zip(dst_layout.shape, dst_layout.strides, src_layout.strides)
+        for e, d, s in zip(dst_layout.shape, dst_layout._strides, src_layout._strides)
     )
 
 
@@ -172,7 +172,7 @@ def copy(dst, src, stream=None):
         return
     if not dst_layout.is_unique:
         raise ValueError(
-            f"dst layout is not unique (shape {dst_layout.shape}, strides {dst_layout.strides}): "
+            f"dst layout is not unique (shape {dst_layout.shape}, strides {dst_layout._strides}): "
             "a broadcast destination cannot be written"
         )
     if _overlapping(dst, src, dst_layout, src_layout):

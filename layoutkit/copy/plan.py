@@ -276,8 +276,8 @@ def coalesced(dst_layout, src_layout):
     n = dst_layout.ndim + 1
     pair = array.array(
         "q",
-        (*dst_layout.shape, itemsize, *dst_layout.strides_in_bytes, 1,
-         *src_layout.strides_in_bytes, 1),
+        (*dst_layout.shape, itemsize, *dst_layout._byte_strides(), 1,
+         *src_layout._byte_strides(), 1),
     )  # fmt: skip
     out = array.array("q", bytes(32 * n))
     m, dst_offset, src_offset = _COALESCE_PAIR(pair, n, out, n)

@@ -65,7 +65,7 @@ class SimulatedView:
         start = view.ptr - layout.slice_offset_in_bytes
         elements = _aliasing_array(start, buffer_limit(view), dtype, view.readonly)
         return cls(
-            elements, layout.shape, layout.strides, layout.slice_offset, view.readonly, view
+            elements, layout.shape, layout._strides, layout.slice_offset, view.readonly, view
         )
 
     @property
@@ -109,12 +109,12 @@ class SimulatedView:
         )
         if status:
             raise status_error(status, "with_layout")
-        return self._derived(layout.shape, layout.strides, layout.slice_offset)
+        return self._derived(layout.shape, layout._strides, layout.slice_offset)
 
     def permuted(self, axis_order):
         """The view with its axes reordered (the layout's ``permuted``, checks included)."""
         permuted = self.layout.permuted(axis_order)
-        return self._derived(permuted.shape, permuted.strides, permuted.slice_offset)
+        return self._derived(permuted.shape, permuted._strides, permuted.slice_offset)
 
     def _derived(self, shape, strides, offset):
         return SimulatedView(self._elements, shape, strides, offset, self._readonly, self)

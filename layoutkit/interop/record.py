@@ -21,7 +21,7 @@ Examples
 >>> import_layout((2, -1), None, 4, False, "a tensor")
 Traceback (most recent call last):
 ...
-ValueError: a tensor: shape[1] = -1 is negative; extents must be >= 0
+ValueError: a tensor: shape[1] = -1 is negative. Extents must be non-negative (>= 0)
 """
 
 from typing import NamedTuple
@@ -131,7 +131,7 @@ def _build(shape, strides, itemsize, strides_in_bytes):
         span = (layout.max_offset - low + 1) * itemsize
         if span > _INT64_MAX:
             raise OverflowError(f"{layout!r} spans {span} bytes, more than int64 allows")
-        layout = StridedLayout._trusted(layout.shape, layout.strides, itemsize, -low)
+        layout = StridedLayout._trusted(layout.shape, layout._strides, itemsize, -low)
     lead = layout.slice_offset * itemsize  # bytes from the buffer's start to (0, ..., 0)
     return layout, lead, (layout.max_offset + 1) * itemsize, not layout.is_unique
 

@@ -207,8 +207,29 @@ def element_offsets(shape, strides, offset):
     return result
 
 
+def explicit_strides(layout):
+    """The layout's strides in elements, also for implicit C (``strides`` is then None)."""
+    return layout._strides
+
+
+def explicit_byte_strides(layout):
+    """The layout's strides in bytes, also for implicit C (``strides_in_bytes`` is None)."""
+    return layout._byte_strides()
+
+
+def assert_public_strides(layout):
+    """``strides`` / ``strides_in_bytes``: None together (implicit C), else the values."""
+    if layout.strides is None:
+        assert layout.strides_in_bytes is None
+        assert explicit_strides(layout) == StridedLayout.dense(layout.shape, 1).strides
+        assert layout.slice_offset == 0
+    else:
+        assert layout.strides == explicit_strides(layout)
+        assert layout.strides_in_bytes == explicit_byte_strides(layout)
+
+
 def layout_offsets(layout):
-    return element_offsets(layout.shape, layout.strides, layout.slice_offset)
+    return element_offsets(layout.shape, explicit_strides(layout), layout.slice_offset)
 
 
 def enumerable(layout, limit=4096):
@@ -219,7 +240,7 @@ def enumerable(layout, limit=4096):
 
 def numpy_view(layout):
     """An int64 NumPy view with the layout's shape and strides whose values are offsets."""
-    shape, strides, offset = layout.shape, layout.strides, layout.slice_offset
+    shape, strides, offset = layout.shape, explicit_strides(layout), layout.slice_offset
     if 0 in shape:  # no elements: NumPy keeps the strides as well
         return as_strided(np.empty(0, np.int64), shape, [s * 8 for s in strides], writeable=False)
     lo = offset + sum(s * (e - 1) for e, s in zip(shape, strides, strict=True) if s < 0)
@@ -239,12 +260,14 @@ def numpy_byte_view(layout):
     dtype = np.dtype(f"V{layout.itemsize}")
     if layout.volume == 0:  # no elements: NumPy keeps the strides as well
         empty = np.empty(0, dtype=dtype)
-        return as_strided(empty, layout.shape, layout.strides_in_bytes, writeable=False), 0
-    lo, hi = offset_bounds(layout.shape, layout.strides, layout.slice_offset)
+        strides = explicit_byte_strides(layout)
+        return as_strided(empty, layout.shape, strides, writeable=False), 0
+    lo, hi = offset_bounds(layout.shape, explicit_strides(layout), layout.slice_offset)
     items = np.zeros(hi - lo + 1, dtype=dtype)
     origin = address(items) - lo * layout.itemsize
     view = as_strided(
-        items[layout.slice_offset - lo :], layout.shape, layout.strides_in_bytes, writeable=False
+        items[layout.slice_offset - lo :], layout.shape, explicit_byte_strides(layout),
+        writeable=False,
     )
     return view, origin
 
@@ -289,7 +312,7 @@ def assert_zero_volume_rule(layout):
         assert dense.strides == (0,) * layout.ndim
         assert layout == dense and hash(layout) == hash(dense), layout
         assert layout.offset_bounds == (0, -1) and layout.required_size_in_bytes() == 0
-        assert all(abs(s) <= 2**63 - 1 for s in layout.strides_in_bytes)
+        assert all(abs(s) <= 2**63 - 1 for s in explicit_byte_strides(layout))
         assert abs(layout.slice_offset_in_bytes) <= 2**63
 
 
@@ -297,12 +320,14 @@ def assert_same_mapping(layout, view, itemsize=None):
     """The layout describes ``view``: same shape, strides, offsets, flags and bounds."""
     assert isinstance(layout, StridedLayout)
     assert layout.shape == view.shape
-    assert type(layout.strides) is tuple and len(layout.strides) == layout.ndim
+    strides = explicit_strides(layout)
+    assert type(strides) is tuple and len(strides) == layout.ndim
+    assert_public_strides(layout)
     if itemsize is not None:
         assert layout.itemsize == itemsize
     assert_zero_volume_rule(layout)
     view_strides = tuple(s // view.itemsize for s in view.strides)
-    assert meaningful_strides(layout.shape, layout.strides) == meaningful_strides(
+    assert meaningful_strides(layout.shape, strides) == meaningful_strides(
         view.shape, view_strides
     )
     offsets = layout_offsets(layout)
@@ -316,14 +341,15 @@ def assert_properties(layout, offsets=None):
     """Every derived property of ``layout`` against its enumerated offsets."""
     if offsets is None:
         offsets = layout_offsets(layout)
-    shape, strides, size = layout.shape, layout.strides, layout.itemsize
+    shape, strides, size = layout.shape, explicit_strides(layout), layout.itemsize
     volume = math.prod(shape)
     assert layout.volume == volume == len(offsets)
     assert layout.ndim == len(shape)
     bounds = (int(offsets.min()), int(offsets.max())) if volume else (0, -1)
     assert layout.offset_bounds == bounds
     assert (layout.min_offset, layout.max_offset) == bounds
-    assert layout.strides_in_bytes == tuple(s * size for s in strides)
+    assert explicit_byte_strides(layout) == tuple(s * size for s in strides)
+    assert_public_strides(layout)
     assert layout.slice_offset_in_bytes == layout.slice_offset * size
     assert layout.is_unique == (len(set(offsets.tolist())) == volume)
     any_order = contiguous_in_some_order(shape, strides)
