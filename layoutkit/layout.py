@@ -468,7 +468,7 @@ class StridedLayout:
     >>> layout.permuted((1, 0)).strides
     (1, 3)
     >>> layout[:, ::-2]
-    StridedLayout(shape=(2, 2), strides=(3, -2), itemsize=4, slice_offset=2)
+    StridedLayout(shape=(2, 2), strides=(3, -2), itemsize=4, _slice_offset=2)
     >>> StridedLayout((4, 1, 6), (6, 100, 1), 4).flattened().shape
     (24,)
     >>> layout.offset_of((1, -1))
@@ -1430,7 +1430,7 @@ class StridedLayout:
     def __repr__(self):
         text = f"StridedLayout(shape={self._shape}, strides={self._given_strides}, itemsize={self._itemsize}"
         if self._offset:
-            text += f", slice_offset={self._offset}"
+            text += f", _slice_offset={self._offset}"
         return text + ")"
 
     @property
