@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from helpers.copy_cases import copy_cases, expected_bytes, host_view
+from helpers.copy_cases import ClaimsDevice, DeviceView, copy_cases, expected_bytes, host_view
 from hypothesis import given, settings
 
 import layoutkit
-from layoutkit import Buffer, MemoryResource, StridedMemoryView
+from layoutkit import StridedMemoryView
 from layoutkit.copy import copy
 
 
@@ -131,7 +131,6 @@ def test_package_is_callable_as_layoutkit_copy():
 
 
 def test_strided_memory_view_copy_from_and_copy_to():
-    from layoutkit import StridedMemoryView
 
     src = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
     dst = np.zeros((4, 3, 2))
@@ -147,7 +146,6 @@ def test_strided_memory_view_copy_from_and_copy_to():
 
 
 def test_read_only_view_refused():
-    from layoutkit import StridedMemoryView
 
     frozen = np.zeros(4)
     frozen.flags.writeable = False
@@ -156,37 +154,10 @@ def test_read_only_view_refused():
     assert not frozen.any()
 
 
-class _ClaimsDevice(MemoryResource):
-    """A resource whose buffers say they are on ``device_id``: host memory of ``array``,
-    which the resource (so the buffer, so the view) keeps alive."""
-
-    def __init__(self, device_id, array):
-        self._device_id = device_id
-        self.array = array
-
-    def allocate(self, size, stream=None):
-        raise AssertionError("not used")
-
-    def deallocate(self, ptr, size, stream=None):
-        pass
-
-    device_id = property(lambda self: self._device_id)
-    is_device_accessible = property(lambda self: True)
-    is_host_accessible = property(lambda self: False)
-
-
-def DeviceView(array, device_id):
-    """A view of ``array`` that claims to be on ``device_id``."""
-    host = host_view(array)
-    resource = _ClaimsDevice(device_id, array)
-    buffer = Buffer.from_handle(host.buffer.ptr, host.buffer.size, mr=resource)
-    return StridedMemoryView.from_buffer(buffer, host.layout, host.dtype)
-
-
 def array_of(view):
     """The NumPy array behind a test view (``host_view`` or ``DeviceView``)."""
     resource = view.buffer.memory_resource
-    return resource.array if isinstance(resource, _ClaimsDevice) else view.exporting_obj
+    return resource.array if isinstance(resource, ClaimsDevice) else view.exporting_obj
 
 
 def test_devices_without_peer_access_are_refused_before_any_copy(monkeypatch):

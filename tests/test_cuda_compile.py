@@ -267,14 +267,17 @@ def test_view_records_check_the_device_on_first_use():
 
 
 def test_extension_accepts_bounds_checked_views(monkeypatch):
+    from helpers.copy_cases import DeviceView
+
     from layoutkit._numba_view import BoundsCheckedView
 
     monkeypatch.setattr(layoutkit._driver, "ensure_context", lambda: 0)
-    view = BoundsCheckedView(_DeviceViewLike())
+    device_view = DeviceView(np.zeros((2, 3), np.float32), 0)
+    view = BoundsCheckedView(device_view)
     numba_type = view._numba_type_
     assert numba_type == view_type("f4", 2, "C", boundscheck=True)
     _, values = extension.prepare_args(numba_type, view)
-    assert values == (4096, 2, 3, 3, 1, 0, 6)
+    assert values == (device_view.ptr, 2, 3, 3, 1, 0, 6)
 
 
 def view_checks(view, out, layout, i, step):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
-from layoutkit import StridedLayout, StridedMemoryView
+from layoutkit import Buffer, MemoryResource, StridedLayout, StridedMemoryView
 
 ITEMSIZES = (1, 2, 3, 4, 6, 8, 12, 16)
 #: Itemsizes of the benchmark generator and the NumPy / CuPy / torch dtype of each.
@@ -233,3 +233,30 @@ def small_specs(seed, count, nbytes=(256, 65536)):
     rng = np.random.default_rng(seed)
     low, high = np.log(nbytes[0]), np.log(nbytes[1])
     return [random_pair_spec(rng, float(np.exp(rng.uniform(low, high)))) for _ in range(count)]
+
+
+class ClaimsDevice(MemoryResource):
+    """A resource whose buffers say they are on ``device_id``: host memory of ``array``,
+    which the resource (so the buffer, so the view) keeps alive."""
+
+    def __init__(self, device_id, array):
+        self._device_id = device_id
+        self.array = array
+
+    def allocate(self, size, stream=None):
+        raise AssertionError("not used")
+
+    def deallocate(self, ptr, size, stream=None):
+        pass
+
+    device_id = property(lambda self: self._device_id)
+    is_device_accessible = property(lambda self: True)
+    is_host_accessible = property(lambda self: False)
+
+
+def DeviceView(array, device_id):
+    """A view of ``array`` that claims to be on ``device_id``."""
+    host = host_view(array)
+    resource = ClaimsDevice(device_id, array)
+    buffer = Buffer.from_handle(host.buffer.ptr, host.buffer.size, mr=resource)
+    return StridedMemoryView.from_buffer(buffer, host.layout, host.dtype)
