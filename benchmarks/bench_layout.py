@@ -1,6 +1,6 @@
 """Layout operations: layoutkit next to cuda.core's ``_StridedLayout`` and NumPy, same run.
 
-Prints four tables:
+Prints three tables (operations inside ``@njit`` loops: ``bench_njit.py``):
 
 Times are the best of ``REPEAT`` runs (the machine is shared: the least disturbed run of
 each library is the fairest comparison).
@@ -11,8 +11,7 @@ each library is the fairest comparison).
    built from lists (``layout.reshaped(tuple(shape))``, what code that computes its shapes
    does), for random layouts of 1-4 dimensions and of 16 and 64 dimensions. Properties
    are read once from layouts made just before, so the figure includes computing them.
-3. The same operations inside an ``@njit`` loop, in ns per operation.
-4. Cold start: a fresh process doing ``import layoutkit`` plus first operations, with an
+3. Cold start: a fresh process doing ``import layoutkit`` plus first operations, with an
    empty Numba cache and with a warm one.
 
 ``ratio`` is layoutkit / cuda.core (below 1: layoutkit is faster). The summary line
@@ -263,69 +262,6 @@ def print_fresh_table():
 
 
 # ------------------------------------------------------------------------- table 3
-def njit_functions():
-    from numba import njit
-
-    @njit(cache=True)
-    def permute(layout, n):
-        acc = 0
-        for i in range(n):
-            p = layout.permuted(((i + 2) % 3, i % 3, (i + 1) % 3))
-            acc += p.strides[0]
-        return acc
-
-    @njit(cache=True)
-    def slice_(layout, n):
-        acc = 0
-        for i in range(n):
-            s = layout[i % 2 :, ::-1]
-            acc += s.slice_offset
-        return acc
-
-    @njit(cache=True)
-    def reshape(layout, n):
-        acc = 0
-        for i in range(n):
-            rows = 15 if i & 1 else 5  # (15, 4) or (5, 12): the compiler cannot hoist it
-            r = layout.reshaped((rows, 60 // rows))
-            acc += r.strides[0]
-        return acc
-
-    @njit(cache=True)
-    def contiguity(layout, n):
-        acc = 0
-        for i in range(n):
-            p = layout.permuted((i % 3, (i + 1) % 3, (i + 2) % 3))
-            acc += p.is_contiguous_any + p.is_unique
-        return acc
-
-    @njit(cache=True)
-    def offset(layout, n):
-        acc = 0
-        for i in range(n):
-            acc += layout.offset_of((i % 5, i % 3, i % 4))
-        return acc
-
-    return (
-        ("permuted", permute),
-        ("sliced [i:, ::-1]", slice_),
-        ("reshaped (15,4) / (5,12)", reshape),
-        ("permuted + is_contiguous_any + is_unique", contiguity),
-        ("offset_of (3-d index)", offset),
-    )
-
-
-def print_njit_table():
-    print("\n## 3. Inside @njit: ns per operation (loop of 10^6, varying arguments)")
-    layout = StridedLayout.dense((5, 3, 4), 4)
-    n = 1_000_000
-    for name, fn in njit_functions():
-        fn(layout, 10)
-        seconds = min(timeit.repeat(lambda fn=fn: fn(layout, n), number=1, repeat=REPEAT))
-        print(f"{name:<42}{seconds / n * 1e9:>8.2f} ns")
-
-
-# ------------------------------------------------------------------------- table 4
 COLD_START = textwrap.dedent(
     """
     import time
@@ -361,7 +297,7 @@ def cold_start(cache_dir):
 
 
 def print_cold_start():
-    print("\n## 4. Cold start: fresh process, import layoutkit + first dense/permuted/property")
+    print("\n## 3. Cold start: fresh process, import layoutkit + first dense/permuted/property")
     print("##    (then + to_dense, reshaped, sliced, flattened, is_unique, broadcast_to)")
     with tempfile.TemporaryDirectory() as cache_dir:
         empty = cold_start(cache_dir)
@@ -388,5 +324,4 @@ def _process_seconds(code):
 if __name__ == "__main__":
     print_repeated_table()
     print_fresh_table()
-    print_njit_table()
     print_cold_start()
