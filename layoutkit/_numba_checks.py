@@ -62,6 +62,7 @@ ITEMSIZE_DIFFERS = 23
 REACHES_BEFORE_BUFFER = 24
 REACHES_PAST_BUFFER = 25
 SIZE_OVERFLOW = 26
+NOT_UNIQUE_WRITABLE = 27
 
 
 _MESSAGES = {
@@ -97,6 +98,11 @@ _MESSAGES = {
     REACHES_BEFORE_BUFFER: (ValueError, "the layout reaches before the view's buffer"),
     REACHES_PAST_BUFFER: (ValueError, "the layout reaches past the end of the view's buffer"),
     SIZE_OVERFLOW: (OverflowError, "the size in bytes does not fit in int64"),
+    NOT_UNIQUE_WRITABLE: (
+        ValueError,
+        "the layout is not unique (a broadcast) and the view is writable: pass a read-only "
+        "view (from_buffer(..., is_readonly=True))",
+    ),
 }  # fmt: skip
 
 

@@ -33,7 +33,10 @@ In compiled code a view ``v`` supports:
 * ``v.permuted(axis_order)``, ``v.layout`` (the compiled ``StridedLayout`` of
   ``layoutkit._numba_layout``, with its properties and transforms) and
   ``v.with_layout(layout)``, the view of the same buffer with another layout, which must
-  fit in the buffer and have the view's itemsize (``ValueError`` otherwise);
+  fit in the buffer and have the view's itemsize (``ValueError`` otherwise); on a
+  writable view the layout must be unique too (Python makes a view of a broadcast
+  read-only, and compiled code cannot change a view's type at run time: pass a read-only
+  view to read through a broadcast);
 * returning views to Python (``@njit``): they come back as ``StridedMemoryView`` objects
   of the same buffer (the very argument when nothing changed).
 
@@ -822,10 +825,12 @@ def _ov_with_layout(view, layout):
     if not isinstance(layout, StridedLayoutType):
         raise TypingError(f"with_layout() of {view} needs a StridedLayout, got {layout}")
     itemsize = view.itemsize
+    readonly = view.readonly
 
     def impl(view, layout):
         lo, hi = layout.offset_bounds
-        _raise_with_layout(fit_status(layout.itemsize, lo, hi, itemsize, view._limit))
+        status = fit_status(layout.itemsize, lo, hi, itemsize, view._limit)
+        _raise_with_layout(status or writes_status(readonly or layout.is_unique))
         return _view_with_layout(view, layout)
 
     return impl
@@ -847,6 +852,17 @@ def fit_status(layout_itemsize, low, high, itemsize, limit):
         if high >= limit:
             return S.REACHES_PAST_BUFFER
     return S.OK
+
+
+@register_jitable
+def writes_status(readonly_or_unique):
+    """Whether compiled code may give a view's type to a layout (DECISIONS 19).
+
+    In Python a view of a layout that is not unique (a broadcast) is read-only; compiled
+    code cannot change a view's type at run time, so ``with_layout`` of such a layout on
+    a writable view is refused, and a read-only view takes it.
+    """
+    return S.OK if readonly_or_unique else S.NOT_UNIQUE_WRITABLE
 
 
 _raise_with_layout = status_raiser("with_layout")

@@ -290,6 +290,7 @@ def test_view_checks_raise_from_the_kernel_itself():
     """with_layout, permuted, indices and slices raise in the kernel (reported in debug)."""
     from numba.cuda.compiler import compile_cuda
 
+    from layoutkit._numba_checks import NOT_UNIQUE_WRITABLE, status_error
     from layoutkit._numba_layout import layout_type
 
     checked = view_type("f8", 2, "A", boundscheck=True)
@@ -303,6 +304,7 @@ def test_view_checks_raise_from_the_kernel_itself():
         ("ValueError", "with_layout: the layout's itemsize differs from the view's"),
         ("ValueError", "with_layout: the layout reaches before the view's buffer"),
         ("ValueError", "with_layout: the layout reaches past the end of the view's buffer"),
+        ("ValueError", "with_layout: " + status_error(NOT_UNIQUE_WRITABLE, "").args[0][2:]),
         ("AxisError", "permuted: axis out of range"),
         ("ValueError", "permuted: repeated axis"),
         ("IndexError", "view index out of bounds on axis 0"),

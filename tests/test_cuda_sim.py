@@ -146,6 +146,9 @@ def test_checks_of_transforms_raise_in_simulated_kernels():
         move_to[1, 1](view, StridedLayout.dense((3, 3), 8))
     with pytest.raises(ValueError, match="with_layout: the layout's itemsize differs"):
         move_to[1, 1](view, StridedLayout.dense((2, 3), 4))
+    broadcast = StridedLayout.dense((3,), 8).broadcast_to((2, 3))  # writable view: refused
+    with pytest.raises(ValueError, match="with_layout: the layout is not unique"):
+        move_to[1, 1](view, broadcast)
     with pytest.raises(IndexError, match="view index out of bounds on axis 0"):
         read_row[1, 1](view, 2, out)
 

@@ -143,4 +143,21 @@ def broadcast_copy_destination_is_refused():
     block.untouched("a refused copy into a broadcast view")
 
 
+@cases.case
+def compiled_write_through_a_broadcast_is_refused():
+    """Compiled code cannot make a writable view's type read-only at run time: it refuses
+    the aliasing layout before the store (nothing written)."""
+    from numba import njit
+
+    @njit
+    def store_through(view, layout):
+        moved = view.with_layout(layout)
+        moved[0, 0] = 7.0
+
+    block = Poisoned(24)
+    view = host_view(block.array(np.float64, (3,)))
+    refused(store_through, view, _broadcast_layout(), classes=(ValueError,))
+    block.untouched("a compiled store through a broadcast layout")
+
+
 cases.export(globals())

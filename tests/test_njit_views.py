@@ -538,13 +538,20 @@ def test_with_layout_gives_the_view_python_gives():
         np.testing.assert_array_equal(np.asarray(returned), np.asarray(view.view(layout)))
 
 
-def test_with_layout_of_a_broadcast_returns_a_read_only_view_as_python_does():
+def test_with_layout_of_a_broadcast_needs_a_read_only_view():
+    """Python makes a broadcast view read-only (DECISIONS 19); compiled code cannot change
+    a view's type at run time, so a writable view refuses the layout before any write can
+    go through it, and a read-only view takes it."""
     view = host_view(np.zeros(3))
     assert not view.readonly
     broadcast = view.layout.broadcast_to((4, 3))
     assert view.view(broadcast).readonly  # Python's rule (DECISIONS 19)
-    returned = with_layout(view, broadcast)
+    with pytest.raises(ValueError, match="with_layout: the layout is not unique"):
+        with_layout(view, broadcast)
+    read_only = StridedMemoryView.from_buffer(view.buffer, view.layout, view.dtype, True)
+    returned = with_layout(read_only, broadcast)
     assert returned.readonly and returned.layout == broadcast
+    np.testing.assert_array_equal(np.asarray(returned), np.zeros((4, 3)))
     unique = view.layout[::-1]
     assert not view.view(unique).readonly
     assert not with_layout(view, unique).readonly

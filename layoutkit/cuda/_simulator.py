@@ -14,7 +14,7 @@ import numpy as np
 from layoutkit import _kernels
 from layoutkit._numba_checks import status_error
 from layoutkit._numba_index import plan_for_values
-from layoutkit._numba_view import buffer_limit, fit_status
+from layoutkit._numba_view import buffer_limit, fit_status, writes_status
 
 
 class SimulatedView:
@@ -106,7 +106,7 @@ class SimulatedView:
         low, high = layout.offset_bounds
         status = fit_status(
             layout.itemsize, low, high, self._elements.itemsize, len(self._elements)
-        )
+        ) or writes_status(self._readonly or layout.is_unique)
         if status:
             raise status_error(status, "with_layout")
         return self._derived(layout.shape, layout._strides, layout.slice_offset)
