@@ -21,8 +21,7 @@ export PYTHONUNBUFFERED=1 NUMBA_CACHE_DIR=/tmp/numba-cache
     python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__)"
 } > "$out/machine.txt" 2>&1
 
-timeout 170 python3 -m pytest -m cuda -q -rs -p no:cacheprovider tests > "$out/cuda_tests.log" 2>&1
-echo "pytest exit: $?" >> "$out/cuda_tests.log"
+bash benchmarks/gpu_tests.sh "$out/tests" > "$out/cuda_tests.log" 2>&1
 
 if ! python3 -c "import nbclient, nbformat, ipykernel" 2>/dev/null && [ -d .whl-nb ]; then
     # the GPU image has no Jupyter: carried wheels (pip download nbclient nbformat ipykernel)
