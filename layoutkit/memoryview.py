@@ -594,12 +594,13 @@ class StridedMemoryView:
         Indices follow NumPy's basic indexing (negative indices count from the end); an
         index outside its extent raises ``AxisError`` (an ``IndexError``). Elements are
         read from host memory only: device views raise ``ValueError`` (their sub-views
-        are views as any other).
+        are views as any other). An element of a structured or subarray dtype is a
+        read-only copy (NumPy's would be a view of memory it does not keep alive).
         """
         sub, address = self._element_address(index, "indexing")
         if address is None:
             return self.view(sub)
-        return np.frombuffer(MEMORY, self._record.dtype, 1, address)[0]
+        return _element(self._record.dtype, address)
 
     def __setitem__(self, index, value):
         """``v[i, j] = x`` stores one element (cast to the dtype); ``v[1:] = x`` copies.
@@ -913,6 +914,20 @@ def _made(cls, record, location, buffer):
 
 _new_object = object.__new__
 _ndarray = np.ndarray
+
+
+def _element(dtype, address):
+    """The element of ``dtype`` at host ``address``, owning its bytes.
+
+    NumPy gives the element of a structured (``np.void``) or subarray dtype as a view of
+    the array's memory; over :data:`MEMORY` that view would not keep the buffer alive,
+    so such elements are read from a read-only copy of their bytes.
+    """
+    element = np.frombuffer(MEMORY, dtype, 1, address)
+    if dtype.kind == "V":
+        element = element.copy()
+        element.flags.writeable = False
+    return element[0]
 
 
 def _all_integers(index, ndim):
