@@ -59,7 +59,7 @@ from .interop.exchange import exchange_capsule
 from .interop.fastpaths import fast_record
 from .interop.host import interface_dict, ndarray_record, read_array_interface
 from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
-from .layout import StridedLayout, plain_layout
+from .layout import StridedLayout, _as_index, plain_layout
 from .memory import Buffer
 
 __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory", "check_memory"]
@@ -1074,7 +1074,11 @@ def args_viewable_as_strided_memory(arg_indices):
     Raises
     ------
     TypeError
-        When ``arg_indices`` is not a tuple of ints.
+        When ``arg_indices`` is not a tuple of ints (bools are no positions).
+    ValueError
+        When a position repeats (``-1`` and the last one count as one only when called).
+    IndexError
+        When the decorated function is called with no argument at a position.
 
     Examples
     --------
@@ -1088,13 +1092,22 @@ def args_viewable_as_strided_memory(arg_indices):
     """
     if type(arg_indices) is not tuple:
         raise TypeError(f"arg_indices must be a tuple of ints, got {arg_indices!r}")
-    indices = tuple(operator.index(i) for i in arg_indices)
+    indices = tuple(_as_index(i, f"arg_indices[{k}]") for k, i in enumerate(arg_indices))
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"arg_indices {indices} names a position more than once")
 
     def decorator(function):
         @functools.wraps(function)
         def wrapped(*args, **kwargs):
             args = list(args)
-            for index in indices:
+            n = len(args)
+            positions = {index % n if -n <= index < n else None for index in indices}
+            if None in positions or len(positions) != len(indices):
+                raise IndexError(
+                    f"{function.__name__}: arg_indices {indices} name positions that "
+                    f"{n} positional argument(s) do not have, or one position twice"
+                )
+            for index in positions:
                 args[index] = _ViewableArgument(args[index])
             return function(*args, **kwargs)
 
