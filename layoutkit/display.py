@@ -124,7 +124,13 @@ def view_html(view):
     4
     """
     layout = getattr(view, "layout", None)
-    layout = _as_layout(view._layout if layout is None else layout)
+    if layout is None:
+        layout = getattr(view, "_layout", None)
+    if layout is None:
+        raise TypeError(
+            f"view must be a StridedMemoryView or have a layout, got {type(view).__name__}"
+        )
+    layout = _as_layout(layout, "view.layout")
     rows = [("dtype", getattr(view, "dtype", None))]
     ptr = getattr(view, "ptr", None)
     if ptr is not None:
@@ -151,18 +157,25 @@ def _drawable(shape):
     )
 
 
-def _as_layout(layout):
-    """``layout`` as a :class:`~layoutkit.StridedLayout` (whose methods give the offsets)."""
-    from .layout import StridedLayout
+def _as_layout(layout, name="layout"):
+    """``layout`` as a :class:`~layoutkit.StridedLayout` (whose methods give the offsets).
+
+    Another object's values are read through the validating path of unpickling, so a
+    look-alike whose values do not make a layout is refused as any constructor refuses
+    them; one without the four attributes is a ``TypeError`` naming ``name``.
+    """
+    from .layout import StridedLayout, _rebuild
 
     if isinstance(layout, StridedLayout):
         return layout
-    shape, strides = tuple(layout.shape), layout.strides
-    if strides is None:  # implicit C (as cuda.core's layouts may have)
-        strides = StridedLayout.dense(shape, layout.itemsize)._strides
-    return StridedLayout._checked(
-        shape, tuple(strides), layout.itemsize, layout.slice_offset, "layout to draw"
-    )
+    try:
+        values = layout.shape, layout.strides, layout.itemsize, layout.slice_offset
+    except AttributeError:
+        raise TypeError(
+            f"{name} must be a StridedLayout or have shape, strides, itemsize and "
+            f"slice_offset attributes, got {type(layout).__name__}"
+        ) from None
+    return _rebuild(*values, what="layout to draw")  # strides None: implicit C
 
 
 def _offset(layout, index):

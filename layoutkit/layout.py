@@ -1492,15 +1492,18 @@ def plain_layout(layout):
     return StridedLayout._trusted(*[slot.__get__(layout) for slot in _VALUE_SLOTS])
 
 
-def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout):
-    """Unpickle a layout, validating every value (pickles can come from anywhere)."""
+def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout, *, what="unpickled layout"):
+    """Unpickle a layout, validating every value (pickles can come from anywhere).
+
+    Also the door for other objects' layout values (``what`` names them in errors).
+    """
     if not (isinstance(cls, type) and issubclass(cls, StridedLayout)):
         raise TypeError(f"cannot unpickle a layout as {_describe(cls)}: not a StridedLayout")
     layout = StridedLayout(shape, strides, itemsize)
     offset = _as_index(slice_offset, "slice_offset")
     if offset:
         layout = StridedLayout._checked(
-            layout._shape, layout._strides, layout._itemsize, offset, "unpickled layout"
+            layout._shape, layout._strides, layout._itemsize, offset, what
         )
     if cls is not StridedLayout:
         layout = _copy(layout, cls)

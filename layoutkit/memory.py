@@ -577,10 +577,11 @@ class _Allocation:
     """Stands for memory a resource allocated: deallocated (once) when nothing holds it.
 
     The buffer holds it until closed, and views of the buffer hold it too, so memory that
-    a view's exports still read outlives ``close()``.
+    a view's exports still read outlives ``close()``. ``memory`` holds what the memory is
+    made of where the resource can say (the NumPy array of a host allocation).
     """
 
-    __slots__ = ("__weakref__",)
+    __slots__ = ("__weakref__", "memory")
 
 
 def _deallocation(allocation, deallocate, ptr, size, stream):
@@ -761,10 +762,18 @@ class HostMemoryResource(MemoryResource):
         base = storage.ctypes.data
         ptr = (base + _HOST_ALIGNMENT - 1) // _HOST_ALIGNMENT * _HOST_ALIGNMENT
         self._storage[ptr] = storage
-        return self._buffer(ptr, size)
+        buffer = self._buffer(ptr, size)
+        buffer._keeper.memory = storage  # what the buffer's views keep alive
+        return buffer
 
     def deallocate(self, ptr, size, stream=None):
-        """Release memory from :meth:`allocate`; ``size`` and ``stream`` are not needed."""
+        """Release memory from :meth:`allocate`; ``size`` and ``stream`` are not needed.
+
+        The memory is freed once nothing uses it: a buffer from :meth:`allocate` and its
+        views keep it, so a call before the buffer's own (a second owner made with
+        ``Buffer.from_handle(ptr, size, mr=resource)``, or a direct call) frees nothing
+        in use; the buffer's own call then raises ``ValueError``, as any second call does.
+        """
         if self._storage.pop(ptr, None) is None:
             raise ValueError(
                 f"ptr 0x{ptr:x} was not allocated by this HostMemoryResource or is already freed"

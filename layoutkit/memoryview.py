@@ -59,7 +59,7 @@ from .interop.exchange import exchange_capsule
 from .interop.fastpaths import fast_record
 from .interop.host import interface_dict, ndarray_record, read_array_interface
 from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
-from .layout import StridedLayout, plain_layout
+from .layout import StridedLayout, _as_index, plain_layout
 from .memory import Buffer
 
 __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory", "check_memory"]
@@ -594,12 +594,13 @@ class StridedMemoryView:
         Indices follow NumPy's basic indexing (negative indices count from the end); an
         index outside its extent raises ``AxisError`` (an ``IndexError``). Elements are
         read from host memory only: device views raise ``ValueError`` (their sub-views
-        are views as any other).
+        are views as any other). An element of a structured or subarray dtype is a
+        read-only copy (NumPy's would be a view of memory it does not keep alive).
         """
         sub, address = self._element_address(index, "indexing")
         if address is None:
             return self.view(sub)
-        return np.frombuffer(MEMORY, self._record.dtype, 1, address)[0]
+        return _element(self._record.dtype, address)
 
     def __setitem__(self, index, value):
         """``v[i, j] = x`` stores one element (cast to the dtype); ``v[1:] = x`` copies.
@@ -915,6 +916,20 @@ _new_object = object.__new__
 _ndarray = np.ndarray
 
 
+def _element(dtype, address):
+    """The element of ``dtype`` at host ``address``, owning its bytes.
+
+    NumPy gives the element of a structured (``np.void``) or subarray dtype as a view of
+    the array's memory; over :data:`MEMORY` that view would not keep the buffer alive,
+    so such elements are read from a read-only copy of their bytes.
+    """
+    element = np.frombuffer(MEMORY, dtype, 1, address)
+    if dtype.kind == "V":
+        element = element.copy()
+        element.flags.writeable = False
+    return element[0]
+
+
 def _all_integers(index, ndim):
     items = index if type(index) is tuple else (index,)
     return len(items) == ndim and all(
@@ -1059,7 +1074,11 @@ def args_viewable_as_strided_memory(arg_indices):
     Raises
     ------
     TypeError
-        When ``arg_indices`` is not a tuple of ints.
+        When ``arg_indices`` is not a tuple of ints (bools are no positions).
+    ValueError
+        When a position repeats (``-1`` and the last one count as one only when called).
+    IndexError
+        When the decorated function is called with no argument at a position.
 
     Examples
     --------
@@ -1073,13 +1092,22 @@ def args_viewable_as_strided_memory(arg_indices):
     """
     if type(arg_indices) is not tuple:
         raise TypeError(f"arg_indices must be a tuple of ints, got {arg_indices!r}")
-    indices = tuple(operator.index(i) for i in arg_indices)
+    indices = tuple(_as_index(i, f"arg_indices[{k}]") for k, i in enumerate(arg_indices))
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"arg_indices {indices} names a position more than once")
 
     def decorator(function):
         @functools.wraps(function)
         def wrapped(*args, **kwargs):
             args = list(args)
-            for index in indices:
+            n = len(args)
+            positions = {index % n if -n <= index < n else None for index in indices}
+            if None in positions or len(positions) != len(indices):
+                raise IndexError(
+                    f"{function.__name__}: arg_indices {indices} name positions that "
+                    f"{n} positional argument(s) do not have, or one position twice"
+                )
+            for index in positions:
                 args[index] = _ViewableArgument(args[index])
             return function(*args, **kwargs)
 

@@ -10,6 +10,7 @@ truncated; a layout reaching outside a buffer of known size is refused by
 
 import ctypes
 import functools
+import gc
 
 import numpy as np
 from helpers.hostile import Cases, note
@@ -111,6 +112,29 @@ def host_resource_rejects_foreign_and_double_frees():
     other = HostMemoryResource().allocate(64)
     refused(resource.deallocate, other.ptr, 64, what="deallocating another resource's memory")
     other.close()
+
+
+@cases.case
+def host_memory_freed_early_by_a_second_owner_stays_for_its_views():
+    """A second owner of a host allocation (``Buffer.from_handle(b.ptr, b.size, mr=mr)``)
+    closed, or a direct ``mr.deallocate(b.ptr, b.size)``, freed the memory under ``b``'s
+    views (a segfault reading them once unmapped). The memory now lives as long as ``b``
+    and its views; ``b``'s own deallocation is then refused as a second free."""
+    for early in ("from_handle", "deallocate"):
+        resource = HostMemoryResource()
+        buffer = resource.allocate(1 << 24)  # large: freed by munmap
+        view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((1 << 21,), 8),
+                                             np.float64)  # fmt: skip
+        view[(1 << 21) - 1] = 7.0
+        if early == "from_handle":
+            Buffer.from_handle(buffer.ptr, buffer.size, mr=resource).close()
+        else:
+            resource.deallocate(buffer.ptr, buffer.size)
+        gc.collect()
+        check(np.from_dlpack(view)[-1] == 7.0, f"{early}: the view no longer reads its memory")
+        del view
+        refused(buffer.close, what=f"buffer.close() after {early} freed it", classes=(ValueError,))
+        check(buffer.is_closed, f"{early}: a close whose deallocate raised left it open")
 
 
 @cases.case

@@ -133,6 +133,34 @@ def copy_refuses_non_views():
 
 
 @cases.case
+def plan_copy_refuses_layouts_no_copy_exists_for():
+    """The public ``plan_copy`` planned any two layouts: other shapes (a plan reading the
+    source at the destination's indices), other itemsizes, a broadcast destination,
+    float pointers (a float "alignment") or no layouts at all (AttributeError). Each is
+    refused with the class ``copy`` gives, naming the argument."""
+    dense = StridedLayout.dense
+    for args, classes in (
+        ((None, dense((4,), 8)), TypeError),
+        ((dense((4,), 8), (4,)), TypeError),
+        ((dense((3, 4), 8), dense((4, 3), 8)), ValueError),
+        ((dense((3, 4), 8), dense((12,), 8)), ValueError),
+        ((dense((3, 4), 8), dense((4,), 8)), ValueError),  # broadcast it first
+        ((dense((3, 4), 8), dense((3, 4), 4)), TypeError),
+        ((dense((1, 4), 8).broadcast_to((3, 4)), dense((3, 4), 8)), ValueError),
+        ((dense((4,), 8), dense((4,), 8), 1.5), TypeError),
+        ((dense((4,), 8), dense((4,), 8), 0, "16"), TypeError),
+        ((dense((4,), 8), dense((4,), 8), True), TypeError),
+        ((dense((4,), 8), dense((4,), 8), -16), OverflowError),
+        ((dense((4,), 8), dense((4,), 8), 0, 2**64), OverflowError),
+    ):
+        refused(layoutkit.plan_copy, *args, classes=(classes,))
+    check(layoutkit.plan_copy(dense((0, 4), 8), dense((1, 4), 8).broadcast_to((0, 4))).method
+          == "none", "an empty copy plans to nothing")  # fmt: skip
+    check(layoutkit.plan_copy(dense((3, 4), 8), dense((4,), 8).broadcast_to((3, 4))).method
+          == "host", "a broadcast source plans")  # fmt: skip
+
+
+@cases.case
 def subclasses_cannot_redefine_what_copies_trust():
     """A view subclass whose ``ptr`` / ``layout`` / ``readonly`` (or a mixin's) lie, or a
     Buffer subclass whose ``ptr`` lies, had ``copy`` write where they said (a segfault at

@@ -252,6 +252,40 @@ def repr_html_of_huge_layouts_is_fast():
         check(isinstance(repr(layout), str), f"repr of {layout!r}")
 
 
+@cases.case(timeout=10)
+def display_refuses_what_is_no_layout():
+    """``layoutkit.display`` draws look-alike layouts (cuda.core's) too. Objects without
+    the attributes raised AttributeError, an endless ``shape`` hung, and strides longer
+    than the shape reached ``zip``'s ValueError: each is refused as the constructor
+    refuses it, naming the argument."""
+    from types import SimpleNamespace
+
+    from helpers.hostile_checks import refused
+
+    from layoutkit.display import layout_html, layout_svg, view_html
+
+    def duck(**changes):
+        values = dict(shape=(3,), strides=(-1,), itemsize=1, slice_offset=2)
+        values.update(changes)
+        return SimpleNamespace(**values)
+
+    for draw in (layout_svg, layout_html):
+        for junk_layout, classes in (
+            (None, TypeError),
+            (np.zeros(3), TypeError),
+            (duck(shape=itertools.count()), ValueError),
+            (duck(strides=(1, 2)), ValueError),
+            (duck(slice_offset="2"), TypeError),
+            (duck(slice_offset=2**63), OverflowError),
+            (duck(itemsize=0), ValueError),
+        ):
+            refused(draw, junk_layout, classes=(classes,))
+        check("<svg" in draw(duck()), f"{draw.__name__} of a valid look-alike")
+    for junk_view in (None, StridedLayout.dense((2,), 1), SimpleNamespace(layout=None)):
+        refused(view_html, junk_view, classes=(TypeError,))
+    refused(view_html, SimpleNamespace(layout=duck(strides=())), classes=(ValueError,))
+
+
 # ------------------------------------------------------------------ junk into every method
 _arguments = st.one_of(int_likes, int_sequences(), junk, st.sampled_from(["C", "F", "K", "A"]))
 

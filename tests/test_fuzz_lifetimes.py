@@ -123,6 +123,29 @@ def closed_buffer_refused_by_copy_before_any_use():
 
 
 @cases.case
+def structured_and_subarray_elements_outlive_the_buffer():
+    """``view[i]`` of a structured or subarray dtype was NumPy's element over the whole
+    address space: a view of the memory that did not keep it alive, so reading it after
+    ``buffer.close()`` read freed (here unmapped: a segfault) memory. It is a read-only
+    copy now, with the values the memory had."""
+    for dtype in (np.dtype([("a", "f8")]), np.dtype("(2,)f4")):
+        buffer = HostMemoryResource().allocate(1 << 24)  # large: freed by munmap
+        view = StridedMemoryView.from_buffer(
+            buffer, layoutkit.StridedLayout.dense((1 << 21,), 8), np.float64
+        )
+        view[5] = 2.0
+        element = view.view(dtype=dtype)[5]
+        expected = np.array([2.0]).view(dtype)[0]
+        del view
+        buffer.close()
+        gc.collect()
+        check(element.tobytes() == expected.tobytes(),
+              f"{dtype} element after close reads {element!r}, expected {expected!r}")  # fmt: skip
+        refused(element.__setitem__, 0, 0, classes=(ValueError,),
+                what=f"writing into a {dtype} element (a copy: writes would be lost)")  # fmt: skip
+
+
+@cases.case
 def view_returned_by_njit_then_buffer_closed_is_refused_as_closed():
     """A view returned by compiled code knows no device yet; its parent's buffer closed,
     passing it to compiled code was a RuntimeError from reading the closed buffer's

@@ -240,6 +240,21 @@ def layout_subclass_with_lying_bounds_cannot_reach_past_the_buffer():
 
 
 @cases.case
+def args_viewable_positions_are_checked_when_decorating_and_calling():
+    """``args_viewable_as_strided_memory`` took ``True`` as position 1 and a repeated
+    position (``(0, 0)``, or ``(-1, 1)`` with two arguments), wrapping that argument
+    twice: its ``.view()`` then failed late with a TypeError about the proxy. Bools and
+    repeats are refused when decorating, positions the call lacks when calling."""
+    decorate = layoutkit.args_viewable_as_strided_memory
+    refused(decorate, (True,), classes=(TypeError,))
+    refused(decorate, (0, 0), classes=(ValueError,))
+    for indices, args in (((-1, 1), (1, 2)), ((3,), (1,)), ((-5,), (1,)), ((0,), ())):
+        refused(decorate(indices)(lambda *a: a), *args, classes=(IndexError,))
+    wrapped = decorate((-1, 0))(lambda a, b: (a.view(-1).shape, b.view(-1).shape))
+    check(wrapped(np.zeros(2), np.zeros(3)) == ((2,), (3,)), "positions -1 and 0 of two")
+
+
+@cases.case
 def export_of_a_view_without_dtype_is_refused():
     buffer = host_view(np.zeros(8)).buffer
     view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((8,), 8), None)

@@ -7,7 +7,7 @@ DLPack producers) is imported as one first. Objects that merely look like views 
 writes where the pointer says, so only validated views reach it.
 """
 
-from layoutkit.copy.plan import plan_copy
+from layoutkit.copy.plan import check_layouts, planned
 
 __all__ = ["copy"]
 
@@ -54,17 +54,13 @@ def as_copy_view(obj, name, stream):
     return obj
 
 
-def _check_dtypes(dst, src, dst_layout, src_layout):
+def _check_dtypes(dst, src):
+    """Refuse two dtypes that differ (itemsizes are :func:`check_layouts`'s)."""
     dst_dtype = getattr(dst, "dtype", None)
     src_dtype = getattr(src, "dtype", None)
     if dst_dtype is not None and src_dtype is not None and dst_dtype != src_dtype:
         raise TypeError(
             f"dst dtype {dst_dtype} and src dtype {src_dtype} differ; copy does not convert"
-        )
-    if dst_layout.itemsize != src_layout.itemsize:
-        raise TypeError(
-            f"dst itemsize {dst_layout.itemsize} and src itemsize {src_layout.itemsize} differ; "
-            "copy does not convert"
         )
 
 
@@ -164,17 +160,15 @@ def copy(dst, src, stream=None):
     dst = as_copy_view(dst, "dst", stream)
     src = as_copy_view(src, "src", stream)
     dst_layout, src_own_layout = dst.layout, src.layout
-    _check_dtypes(dst, src, dst_layout, src_own_layout)
+    _check_dtypes(dst, src)
+    if dst_layout.itemsize != src_own_layout.itemsize:
+        check_layouts(dst_layout, src_own_layout)  # its TypeError, before any shape's error
     src_layout = _broadcast(dst_layout, src_own_layout)
     if dst.readonly:
         raise ValueError("dst is read-only")
+    check_layouts(dst_layout, src_layout)
     if dst_layout.volume == 0:
         return
-    if not dst_layout.is_unique:
-        raise ValueError(
-            f"dst layout is not unique (shape {dst_layout.shape}, strides {dst_layout._strides}): "
-            "a broadcast destination cannot be written"
-        )
     if _overlapping(dst, src, dst_layout, src_layout):
         if dst.ptr == src.ptr and _same_elements(dst_layout, src_layout):
             return
@@ -184,7 +178,7 @@ def copy(dst, src, stream=None):
         )
     dst_on_device = bool(dst.is_device_accessible)
     src_on_device = bool(src.is_device_accessible)
-    plan = plan_copy(dst_layout, src_layout, dst.ptr, src.ptr, dst_on_device, src_on_device)
+    plan = planned(dst_layout, src_layout, dst.ptr, src.ptr, dst_on_device, src_on_device)
     if not dst_on_device and not src_on_device:
         from layoutkit.copy.cpu import run_host_plan
 

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 
 from layoutkit._kernel_calls import KernelCall
 
-__all__ = ["CopyPlan", "Launch", "coalesced", "plan_copy"]
+__all__ = ["CopyPlan", "Launch", "check_layouts", "coalesced", "plan_copy", "planned"]
 
 #: Largest unit of transfer in bytes (a 16-byte vector load / store).
 MAX_UNIT = 16
@@ -340,7 +340,58 @@ def plan_copy(dst_layout, src_layout, dst_ptr=0, src_ptr=0, dst_on_device=False,
     >>> p = plan_copy(StridedLayout.dense((3, 4), 8), StridedLayout.dense((3, 8), 8)[:, ::2])
     >>> p.method, p.shape, p.dst_strides, p.src_strides, p.unit
     ('host', (12,), (8,), (16,), 8)
+
+    Raises
+    ------
+    TypeError
+        When a layout is not a ``StridedLayout``, the itemsizes differ, or a pointer is
+        not an integer.
+    ValueError
+        When the shapes differ, or the destination is not unique (and not empty).
+    OverflowError
+        When a pointer is outside ``[0, 2**64)``.
     """
+    check_layouts(dst_layout, src_layout)
+    return planned(
+        dst_layout, src_layout, _address(dst_ptr, "dst_ptr"), _address(src_ptr, "src_ptr"),
+        dst_on_device, src_on_device,
+    )  # fmt: skip
+
+
+def check_layouts(dst_layout, src_layout):
+    """Refuse two layouts no copy exists for: other types, itemsizes or shapes, or an
+    aliasing destination (a copy's source is broadcast to the destination's shape first).
+    """
+    from layoutkit.layout import StridedLayout
+
+    for name, layout in (("dst_layout", dst_layout), ("src_layout", src_layout)):
+        if not isinstance(layout, StridedLayout):
+            raise TypeError(f"{name} must be a StridedLayout, got {type(layout).__name__}")
+    if dst_layout.itemsize != src_layout.itemsize:
+        raise TypeError(
+            f"dst itemsize {dst_layout.itemsize} and src itemsize {src_layout.itemsize} differ; "
+            "copy does not convert"
+        )
+    if dst_layout.shape != src_layout.shape:
+        raise ValueError(
+            f"dst shape {dst_layout.shape} and src shape {src_layout.shape} differ: broadcast "
+            "the source to the destination's shape first (src_layout.broadcast_to)"
+        )
+    if dst_layout.volume and not dst_layout.is_unique:
+        raise ValueError(
+            f"dst layout is not unique (shape {dst_layout.shape}, strides "
+            f"{dst_layout._strides}): a broadcast destination cannot be written"
+        )
+
+
+def _address(ptr, name):
+    from layoutkit.memory import _uint64
+
+    return _uint64(name, ptr)
+
+
+def planned(dst_layout, src_layout, dst_ptr, src_ptr, dst_on_device, src_on_device):
+    """:func:`plan_copy` of layouts and addresses already checked (``check_layouts``)."""
     return _plan(
         dst_layout, src_layout, dst_ptr % MAX_UNIT, src_ptr % MAX_UNIT,
         bool(dst_on_device), bool(src_on_device),
