@@ -341,6 +341,10 @@ def test_11_zero_volume_layouts_keep_their_strides_and_are_all_equal():
     assert StridedLayout.dense((3, 1), 4).broadcast_to((3, 0)).strides == (1, 0)
     assert given.reshaped((0, 5)).strides == (0, 0)
     assert given.repacked(2).strides == (0, 0, 0)
+    # also along the zero extent itself, packing or unpacking (the reference: "The axis 1 extent
+    # must be non-zero, got 0.")
+    assert StridedLayout((5, 0), (0, 1), 8).repacked(4, axis=1) == StridedLayout.dense((5, 0), 4)
+    assert StridedLayout((3, 0), (0, 1), 4).repacked(8, axis=1).strides == (0, 0)
 
 
 @settings(max_examples=100, deadline=None)

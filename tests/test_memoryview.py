@@ -958,6 +958,39 @@ def test_from_buffer_argument_rules():
         StridedMemoryView.from_buffer(buffer, layout, itemsize=4)
 
 
+class InterfaceV2:
+    def __init__(self, array):
+        self.__array_interface__ = dict(array.__array_interface__, version=2)
+
+
+def _cai(**entries):
+    interface = {"shape": (2,), "strides": None, "typestr": "<f8", "data": (0, False), "version": 3}
+    interface.update(entries)
+    return type("SyntheticCAI", (), {"__cuda_array_interface__": interface})()
+
+
+def test_interface_doors_1_2_2_rules():
+    """cuda.core 1.2.2's interface-door tests (its test_utils.py gates them on a GPU), on host."""
+    x = np.array([(1, 2.0), (3, 4.0)], dtype=[("a", "i4"), ("b", "f8")])
+    with pytest.raises(ValueError, match=r"strides\[0\] = 12 bytes .*strides must be divisible by itemsize"):
+        StridedMemoryView.from_array_interface(x["b"])
+    with pytest.raises(ValueError, match=r"strides\[0\] = 10 bytes .*strides must be divisible by itemsize"):
+        StridedMemoryView.from_cuda_array_interface(_cai(strides=(10,)), stream_ptr=-1)
+    zero = StridedMemoryView.from_cuda_array_interface(_cai(shape=(1, 1), strides=(0, 0)), stream_ptr=-1)
+    assert zero.shape == (1, 1) and zero.strides == (0, 0)
+    empty = StridedMemoryView.from_cuda_array_interface(_cai(shape=(0, 3), strides=(24, 8)), stream_ptr=-1)
+    assert empty.size == 0 and empty.shape == (0, 3) and empty.strides == (3, 1)
+    # A structured array keeps its fields (``descr`` refines the void ``typestr``); cuda.core
+    # reads only ``typestr`` and gives V12.
+    assert StridedMemoryView.from_array_interface(x).dtype == x.dtype
+    # CUDA array interface version 2 (torch 2.11 still exports it) is read; cuda.core refuses it.
+    assert StridedMemoryView.from_cuda_array_interface(_cai(version=2), stream_ptr=-1).shape == (2,)
+    with pytest.raises(BufferError, match="has version 1; only v2 or above is supported"):
+        StridedMemoryView.from_cuda_array_interface(_cai(version=1), stream_ptr=-1)
+    with pytest.raises(BufferError, match="has version 2; only v3 or above is supported"):
+        StridedMemoryView.from_array_interface(InterfaceV2(np.zeros(3)))
+
+
 def test_empty_deprecated_view():
     with pytest.warns(DeprecationWarning, match="deprecated"):
         view = StridedMemoryView()
