@@ -27,7 +27,7 @@ through :mod:`layoutkit._driver`.
 import threading
 
 from layoutkit import _driver
-from layoutkit.copy.plan import COPY2D, KERNEL, MEMCPY, NONE, STAGED, plan_copy
+from layoutkit.copy.plan import COPY2D, KERNEL, MEMCPY, NONE, STAGED, planned
 
 __all__ = ["run_device_plan"]
 
@@ -90,7 +90,7 @@ def _execute(plan, dst_ptr, src_ptr, dst_on_device, stream, device_id):
 
 def _device_copy(dst_ptr, dst_layout, src_ptr, src_layout, stream, device_id):
     """A device-to-device copy between two layouts (any plan but staging)."""
-    plan = plan_copy(dst_layout, src_layout, dst_ptr, src_ptr, True, True)
+    plan = planned(dst_layout, src_layout, dst_ptr, src_ptr, True, True)
     _execute(plan, dst_ptr, src_ptr, True, stream, device_id)
 
 
@@ -134,7 +134,7 @@ def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, device_id)
         return
     dense = host_layout.to_dense()
     device_ptr, device_layout = (dst.ptr, dst_layout) if to_device else (src.ptr, src_layout)
-    same = plan_copy(device_layout, _broadcast(dense, device_layout), device_ptr, 0, True, True)
+    same = planned(device_layout, _broadcast(dense, device_layout), device_ptr, 0, True, True)
     temporary = None
     if same.method == MEMCPY:  # the device side is that dense layout: no temporary
         base = device_ptr + same.dst_offset - same.src_offset
