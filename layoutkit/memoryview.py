@@ -293,7 +293,9 @@ class StridedMemoryView:
         The producer's fast path if its type has one, else DLPack, then
         ``__cuda_array_interface__``, then host memory through ``__array_interface__``
         or the buffer protocol (where ``stream_ptr`` is unused). Host producers need no
-        ``stream_ptr``.
+        ``stream_ptr``. NumPy arrays (subclasses included) are read through their array
+        interface, which carries the dtypes DLPack has no code for (structured, strings,
+        datetimes, other byte orders).
 
         Raises
         ------
@@ -313,6 +315,8 @@ class StridedMemoryView:
         record = fast_record(obj, stream_ptr, False)
         if record is not None:
             return cls._from_record(record)
+        if isinstance(obj, _ndarray):  # host memory: its interface carries every dtype
+            return cls._from_record(read_array_interface(obj))
         if _is_dlpack(obj):
             return cls._from_record(_dlpack.import_dlpack(obj, stream_ptr))
         if hasattr(obj, "__cuda_array_interface__"):

@@ -147,6 +147,28 @@ def test_buffer_protocol_objects(obj):
     assert view.exporting_obj is obj
 
 
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.rec.fromrecords([(1, 2.0), (3, 4.5)], names="a,b"),
+        np.array(["ab", "c"]),
+        np.array(["2020-01-01", "2021-06-30"], "M8[D]")[::-1],
+        np.arange(6, dtype=">i4").reshape(2, 3).T,
+        np.matrix([[1, 2], [3, 4]]),
+    ],
+    ids=["recarray", "strings", "datetimes", "big-endian", "matrix"],
+)
+def test_any_interface_reads_numpy_dtypes_dlpack_has_no_code_for(array):
+    """DLPack carries numbers only; a NumPy array (subclass or not) of any plain dtype is
+    read through its array interface, not refused by NumPy's DLPack export."""
+    view = StridedMemoryView.from_any_interface(array)
+    assert view.dtype == array.dtype and view.shape == array.shape
+    back = np.asarray(view)
+    assert back.dtype == array.dtype
+    np.testing.assert_array_equal(back, np.asarray(array))
+    assert np.shares_memory(back, array)
+
+
 def test_bfloat16_survives_import_and_export():
     ml_dtypes = pytest.importorskip("ml_dtypes")
     a = np.arange(6, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(2, 3)[:, ::-1]
