@@ -8,6 +8,7 @@ INT64_MAX = 9223372036854775807
 INT64_MIN = -9223372036854775808
 ITEMSIZE_LIMIT = 2**31  # itemsizes are below this (a C int, as in the reference)
 EXACT_UNIQUE_LIMIT = 4096  # is_unique enumerates the offsets up to this volume
+UNIQUE_SEARCH_BUDGET = 1 << 20  # nodes is_unique's exact search visits before giving up
 
 # status codes returned by kernels (callers raise their exceptions)
 OK = 0

@@ -63,6 +63,7 @@ from ._kernel_codes import (  # noqa: F401 - re-exported for compiled callers
     OVERFLOW_BYTES,
     OVERFLOW_OFFSET,
     OVERFLOW_VOLUME,
+    UNIQUE_SEARCH_BUDGET,
 )
 
 # ------------------------------------------------------------------------- arithmetic
@@ -447,6 +448,118 @@ def offsets_are_distinct(lay, n, offset, scratch):
         if scratch[i] == scratch[i - 1]:
             return False
     return True
+
+
+@njit(cache=True)
+def unique_by_search(lay, n, scratch, budget):
+    """Exact uniqueness of a valid layout without enumerating its offsets.
+
+    Two indices share an offset exactly when some nonzero vector ``c`` with
+    ``|c[a]| <= extent[a] - 1`` has ``sum(c[a] * |stride[a]|) == 0`` (flipping an axis
+    does not change which indices collide). A depth-first search over ``c``, from the
+    largest stride down, prunes every partial sum the remaining axes cannot cancel, and
+    counts only vectors whose first nonzero entry is positive (``-c`` is the same
+    collision). Strides that nest (``is_unique_nested``) are settled in one pass; others
+    in a few steps unless many partial sums cancel. ``scratch`` holds ``6 * n`` slots.
+
+    Returns 1 (unique), 0 (two indices share an offset) or -1 (undecided: more than
+    ``budget`` nodes, or a partial sum beyond int64). The caller checked that no extent
+    is 0.
+    """
+    s_at = 0
+    e_at = n
+    c_at = 2 * n
+    h_at = 3 * n
+    p_at = 4 * n
+    r_at = 5 * n
+    m = 0
+    for ax in range(n):
+        e = lay[ax]
+        if e == 1:
+            continue
+        st = lay[n + ax]
+        if st == 0:
+            return 0  # a broadcast axis: index 0 and 1 meet
+        if st == INT64_MIN:
+            return -1
+        if st < 0:
+            st = -st
+        j = m
+        while j > 0 and scratch[s_at + j - 1] < st:  # largest stride first
+            scratch[s_at + j] = scratch[s_at + j - 1]
+            scratch[e_at + j] = scratch[e_at + j - 1]
+            j -= 1
+        scratch[s_at + j] = st
+        scratch[e_at + j] = e
+        m += 1
+    if m == 0:
+        return 1
+    # reach after level k: the largest |sum| the levels below it can make (saturated)
+    scratch[r_at + m - 1] = 0
+    for k in range(m - 2, -1, -1):
+        st = scratch[s_at + k + 1]
+        e1 = scratch[e_at + k + 1] - 1
+        below = scratch[r_at + k + 1]
+        if mul_fits(st, e1) and add_fits(below, st * e1):
+            scratch[r_at + k] = below + st * e1
+        else:
+            scratch[r_at + k] = INT64_MAX
+    nodes = 0
+    first = m  # the first level with a nonzero coefficient at or above the current one
+    k = 0
+    scratch[p_at] = 0
+    enter = True
+    while True:
+        if enter:
+            partial = scratch[p_at + k]
+            st = scratch[s_at + k]
+            e1 = scratch[e_at + k] - 1
+            reach = scratch[r_at + k]
+            hi = e1
+            lo = -e1
+            magnitude = partial if partial >= 0 else -partial
+            if add_fits(reach, magnitude):  # keep partial + c * st within [-reach, reach]
+                up = (reach - partial) // st
+                down = -((reach + partial) // st)
+                hi = up if up < hi else hi
+                lo = down if down > lo else lo
+            if first >= k and lo < 0:
+                lo = 0  # all coefficients above are 0: count c and -c once
+            scratch[c_at + k] = lo
+            scratch[h_at + k] = hi
+            enter = False
+            advance = False
+        else:
+            advance = True
+        if advance:
+            scratch[c_at + k] += 1
+        c = scratch[c_at + k]
+        if c > scratch[h_at + k]:
+            k -= 1  # this level is exhausted: back to the one above
+            if k < 0:
+                return 1
+            if first > k:
+                first = m
+            continue
+        nodes += 1
+        if nodes > budget:
+            return -1
+        if first >= k:
+            first = k if c != 0 else m
+        st = scratch[s_at + k]
+        if not mul_fits(c, st):
+            return -1
+        partial = scratch[p_at + k]
+        if not add_fits(partial, c * st):
+            return -1
+        partial += c * st
+        if partial == 0 and first <= k:
+            return 0  # a nonzero vector sums to 0 (the levels below take 0)
+        if k == m - 1:
+            continue
+        k += 1
+        scratch[p_at + k] = partial
+        enter = True
 
 
 @njit(cache=True)

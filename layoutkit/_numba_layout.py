@@ -26,9 +26,10 @@ fixed messages; a wrong number of entries in a tuple argument is a typing error.
 method that can raise is inlined into the calling function, so that a ``@cuda.jit``
 kernel compiled with ``debug=True`` reports the exception (kernels compiled without it
 stop the thread instead). Layouts made in compiled code are canonical as Python ones are
-(a zero-volume layout has zero strides and offset). ``is_unique`` is the conservative
-test: it never says True for a layout with repeated offsets, but may say False for some
-interleaved unique layouts that the Python class settles exactly by enumeration.
+(a zero-volume layout has zero strides and offset). ``is_unique`` runs the Python class's
+exact search (``unique_by_search``); only where that search gives up (a layout with
+very many near-collisions) it answers the conservative False, where the Python class
+enumerates small volumes.
 
 Scratch space lives on the stack (an intrinsic that ``alloca``s a fixed number of int64
 slots), so nothing allocates and the same code compiles for CUDA.
@@ -735,9 +736,31 @@ _INLINED = {"forceinline": True}
 overload_attribute(StridedLayoutType, "is_contiguous_any", jit_options=_INLINED)(
     _ordered_flag_property("is_contiguous_along", "is_contiguous_unsorted")
 )
-overload_attribute(StridedLayoutType, "is_unique", jit_options=_INLINED)(
-    _ordered_flag_property("is_unique_nested", "is_unique_unsorted")
-)
+@overload_attribute(StridedLayoutType, "is_unique", jit_options=_INLINED)
+def _is_unique(layout):
+    """The nesting test, then the exact search Python runs (``unique_by_search``)."""
+    n = layout.ndim
+    n2 = 2 * n
+    slots = 6 * n
+    budget = K.UNIQUE_SEARCH_BUDGET
+
+    def impl(layout):
+        lay = _stack_int64(n2)
+        _pack(layout, lay)
+        for i in range(n):
+            if layout.shape[i] == 0:
+                return True
+        if n <= _UNSORTED_NDIM:
+            nested = K.is_unique_unsorted(lay, n)
+        else:
+            order = _stack_int64(n)
+            K.stride_order(lay, n, order, 0)
+            nested = K.is_unique_nested(lay, n, order, 0)
+        if nested:
+            return True
+        return K.unique_by_search(lay, n, _stack_int64(slots), budget) == 1
+
+    return impl
 
 
 @overload_attribute(StridedLayoutType, "is_dense")

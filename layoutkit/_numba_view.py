@@ -681,7 +681,12 @@ def _derived_view(context, builder, typ, parent, parent_type, data, shape, strid
 
 
 def _effective_strides(builder, typ, view):
-    """Strides with the one the layout kind fixes to 1 replaced by the constant."""
+    """Strides with the one the layout kind fixes to 1 replaced by the constant.
+
+    Only for the address of one element: the layout kind fixes that stride only where it
+    is ever multiplied by a nonzero index (an extent-1 axis, or a zero volume, may keep
+    any stride), so a sub-view keeps the real strides, as Python's does.
+    """
     strides = cgutils.unpack_tuple(builder, view.strides, typ.ndim)
     one = ir.Constant(ir.IntType(64), 1)
     if typ.ndim and typ.layout == "C":
@@ -719,8 +724,12 @@ def _boundscheck(context, typ):
 def _apply_index(context, builder, typ, struct, index_type, index, plan):
     """(element shift from the view's data, new offset, shape, strides) of an index."""
     shape = cgutils.unpack_tuple(builder, struct.shape, typ.ndim)
+    if plan.is_element:
+        strides = _effective_strides(builder, typ, struct)
+    else:
+        strides = cgutils.unpack_tuple(builder, struct.strides, typ.ndim)
     offset, shape, strides = lower_index(
-        context, builder, plan, index_type, index, shape, _effective_strides(builder, typ, struct),
+        context, builder, plan, index_type, index, shape, strides,
         struct.offset, ir.Constant(ir.IntType(64), typ.itemsize), _boundscheck(context, typ),
         IndexError, "view index",
     )  # fmt: skip

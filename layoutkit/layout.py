@@ -263,6 +263,7 @@ _MAX_COMPATIBLE_ITEMSIZE = _Kernel("max_compatible_itemsize")
 _OFFSET_OF = _Kernel("offset_of")
 _BYTE_STRIDES = _Kernel("byte_strides")
 _OFFSETS_ARE_DISTINCT = _Kernel("offsets_are_distinct")
+_UNIQUE_BY_SEARCH = _Kernel("unique_by_search")
 
 # Kernel output buffers are slices of this template: a slice is a new array, so no two
 # calls (or threads) share a buffer, and the template itself is never written.
@@ -843,10 +844,12 @@ class StridedLayout:
         """Whether every index has its own offset.
 
         Never True for a layout that maps two indices to one offset. Exact when the
-        volume is at most 4096 or when the strides nest once sorted (each axis steps over
-        everything the faster axes reach: true of every layout built from a dense one by
-        this library's transforms); otherwise conservative (may be False for an
-        interleaved unique layout).
+        strides nest once sorted (each axis steps over everything the faster axes reach:
+        true of every layout built from a dense one by this library's transforms), else
+        settled by a search for two indices that meet (``_kernels.unique_by_search``, the
+        same answer compiled code gives), exact at any volume; only where that search
+        gives up (very many partial sums that cancel) it enumerates volumes up to 4096 and
+        is conservative beyond (may be False for a unique layout).
 
         Examples
         --------
@@ -862,7 +865,7 @@ class StridedLayout:
             if self._order is None:
                 _analyze(self)
                 value = self._unique
-            if value is None:  # the nesting test failed: settle small volumes exactly
+            if value is None:  # the nesting test failed: search (or enumerate) exactly
                 value = self._unique = _offsets_are_distinct(self)
         return value
 
@@ -1545,12 +1548,19 @@ def _analyze(layout):
 
 
 def _offsets_are_distinct(layout):
-    """Exact uniqueness by enumerating the offsets (volumes up to EXACT_UNIQUE_LIMIT)."""
+    """Exact uniqueness where the strides do not nest: the search compiled code runs too
+    (``unique_by_search``), then, if it gave up, enumeration (up to EXACT_UNIQUE_LIMIT)."""
+    n = len(layout._shape)
+    found = _UNIQUE_BY_SEARCH(
+        layout._lay(), n, array("q", bytes(48 * n)), C.UNIQUE_SEARCH_BUDGET
+    )
+    if found >= 0:
+        return found == 1
     volume = layout._volume
     if volume > C.EXACT_UNIQUE_LIMIT:
         return False  # too many elements to enumerate: the conservative answer
     scratch = array("q", bytes(8 * volume))
-    return _OFFSETS_ARE_DISTINCT(layout._lay(), len(layout._shape), layout._offset, scratch)
+    return _OFFSETS_ARE_DISTINCT(layout._lay(), n, layout._offset, scratch)
 
 
 def _infer_extent(shape, volume):

@@ -311,9 +311,16 @@ def classify_reshaped(case, ours, theirs, target):
 
 
 def classify_is_unique(case, ours, theirs):
-    if not enumerable(case.ours_layout):
+    layout = case.ours_layout
+    if enumerable(layout):
+        offsets = layout_offsets(layout).tolist()
+    elif layout.volume <= 200_000:  # beyond NumPy's oracle: the offsets as Python ints
+        offsets = [
+            layout.slice_offset + sum(i * s for i, s in zip(index, layout._strides, strict=True))
+            for index in np.ndindex(*layout.shape)
+        ]
+    else:
         return None
-    offsets = layout_offsets(case.ours_layout).tolist()
     if ours == ("ok", True) and theirs == ("ok", False) and len(set(offsets)) == len(offsets):
         return "10"
     return None

@@ -179,6 +179,46 @@ def test_offsets_are_distinct_is_exact(layout):
     assert distinct == (len(set(offsets)) == len(offsets)) == layout.is_unique
 
 
+
+@FAST
+@given(any_layouts)
+def test_unique_by_search_is_exact(layout):
+    """The search answers exactly (or gives up), at any volume and near int64's limits."""
+    assume(layout.volume and layout.volume <= K.EXACT_UNIQUE_LIMIT)
+    offsets = layout_offsets_exact(layout)
+    scratch = np.zeros(6 * layout.ndim, dtype=np.int64)
+    found = K.unique_by_search(lay(layout), layout.ndim, scratch, K.UNIQUE_SEARCH_BUDGET)
+    assert found in (-1, int(len(set(offsets)) == len(offsets)))
+
+
+@pytest.mark.parametrize(
+    "shape, strides, expected",
+    [
+        ((2, 3), (3, 2), 1),  # interleaved, unique: the nesting test says no
+        ((2, 3), (2, 1), 0),  # offsets 0..3 twice
+        ((3, 4), (0, 1), 0),  # a broadcast axis
+        ((5000, 3), (3, 2), 1),  # beyond the enumeration limit: 3 di + 2 dj == 0 needs dj 0
+        ((5000, 4), (3, 2), 0),  # (0, 3) and (2, 0) meet
+        ((2, 3, 2), (1, -(2**62), 2**62 + 1), 0),  # (0, 1, 1) and (1, 0, 0) meet
+        ((2, 2), (2**61, -(2**61) + 1), 1),
+        ((1, 7, 1), (-5, 0, 9), 0),
+        ((1, 1), (4, 4), 1),
+    ],
+)
+def test_unique_by_search_examples(shape, strides, expected):
+    layout = StridedLayout(shape, strides, 1)
+    scratch = np.zeros(6 * len(shape), dtype=np.int64)
+    assert K.unique_by_search(lay(layout), len(shape), scratch, K.UNIQUE_SEARCH_BUDGET) == expected
+    assert layout.is_unique == bool(expected)
+
+
+def test_unique_by_search_gives_up_past_its_budget():
+    layout = StridedLayout((6, 6, 6), (7, 5, 3), 1)  # many partial sums cancel: ~100 nodes
+    scratch = np.zeros(18, dtype=np.int64)
+    assert K.unique_by_search(lay(layout), 3, scratch, 3) == -1
+    assert K.unique_by_search(lay(layout), 3, scratch, K.UNIQUE_SEARCH_BUDGET) == 0
+
+
 def test_merge_mask_keeps_unmergeable_extents_apart():
     # zero volume: any strides merge, but merging the first two axes needs extent 2**124
     layout = StridedLayout((2**62, 2**62, 0), (5, 7, 1), 1)
@@ -494,6 +534,7 @@ _DEVICE_SIGNATURES = {
     "flatten": "a i i a i", "unsqueeze": "a i i i i a", "apply_index": "a i i i a a i",
     "repack_layout": "a i i i i i a", "max_compatible_itemsize": "a i i i i i i",
     "offset_of": "a i i a", "byte_strides": "a i i a", "offsets_are_distinct": "a i i a",
+    "unique_by_search": "a i a i",
 }
 
 

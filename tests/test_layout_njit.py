@@ -226,8 +226,19 @@ def test_random_layout_properties_match_python(data):
     layout = data.draw(layouts(data.draw(NDIMS)))
     assert_same_outcome(_all_properties, layout)
     assert_same_outcome(_required_size, layout)
-    # the conservative test never claims a layout with repeated offsets is unique
-    assert not _is_unique(layout) or layout.is_unique
+    # compiled code runs the exact search Python runs (regression: it ran only the
+    # nesting test, and said False for interleaved unique layouts such as (2, 3), (3, 2))
+    assert _is_unique(layout) == layout.is_unique
+
+
+@pytest.mark.parametrize(
+    "shape, strides",
+    [((2, 3), (3, 2)), ((2, 3), (2, 1)), ((5000, 3), (3, 2)), ((3, 2, 2), (2, 3, 7)),
+     ((2,) * 9, (256, 3, 64, 32, 16, 8, 4, 2, 1)), ((2,) * 9, (1, 2, 4, 8, 16, 32, 64, 128, 255))],
+)
+def test_is_unique_matches_python_where_strides_interleave(shape, strides):
+    layout = StridedLayout(shape, strides, 4)
+    assert _is_unique(layout) == layout.is_unique
 
 
 @njit(cache=True)

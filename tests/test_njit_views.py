@@ -471,6 +471,63 @@ def test_returned_views_match_numpy(case):
         np.testing.assert_array_equal(np.asarray(returned), expected)
 
 
+
+@njit
+def _sliced_two(view, first, second):
+    sub = view[first, second]
+    return sub, sub.strides
+
+
+@njit
+def _indexed_one(view, first, second):
+    sub = view[first, None, second]
+    return sub, sub.strides
+
+
+def _strided(shape, strides):
+    """A view of an arange with element ``strides`` (extent-1 and empty axes: any)."""
+    span = sum(abs(s) * (e - 1) for e, s in zip(shape, strides, strict=True) if e)
+    start = sum(-s * (e - 1) for e, s in zip(shape, strides, strict=True) if s < 0 and e)
+    base = np.arange(span + 1.0)
+    return np.lib.stride_tricks.as_strided(base[start:], shape, [8 * s for s in strides])
+
+
+@pytest.mark.parametrize(
+    "shape, strides, first, second",
+    [
+        ((3, 1), (1, 7), slice(None), slice(None, None, -1)),  # "C" kind, odd last stride
+        ((1, 3), (5, 1), slice(None, None, -1), slice(1, None)),  # "C", odd first stride
+        ((1, 2, 3), (99, 1, 2), slice(None), slice(None)),  # "F" kind, odd first stride
+        ((0, 4), (-1, -8), slice(2, -2, 2), slice(3, 0, -2)),  # empty: "C", any strides
+        ((4, 0), (0, 5), slice(0, -4, 3), slice(None)),
+    ],
+)
+def test_sub_views_of_contiguous_views_keep_python_strides_and_pointer(
+    shape, strides, first, second
+):
+    """A sub-view keeps the strides and pointer Python and NumPy give it.
+
+    The layout kind ("C" / "F") lets element addresses take one stride as 1; that stride
+    is only ever multiplied by index 0 (an extent-1 axis) or belongs to an empty view, so
+    it must not replace the real stride in a sub-view (regression: ``v[:, ::-1]`` of a
+    (3, 1) view with strides (1, 7) came back with strides (1, -1), and empty sub-views
+    with another pointer).
+    """
+    array = _strided(shape, strides)
+    view = host_view(array)
+    for function, index in (
+        (_sliced_two, (first, second)),
+        (_indexed_one, (first, None, second)),
+    ):
+        expected = array[index] if function is _sliced_two else array[first, None, second]
+        python = view[index]
+        sub, sub_strides = function(view, first, second)
+        assert sub_strides == tuple(s // 8 for s in expected.strides) == python.layout._strides
+        assert sub.layout._strides == python.layout._strides
+        assert sub.ptr == python.ptr == expected.__array_interface__["data"][0]
+        np.testing.assert_array_equal(np.asarray(sub), expected)
+
+
 def test_a_returned_view_keeps_its_memory_alive():
     import gc
     import weakref
