@@ -34,7 +34,7 @@ import weakref
 import numpy as np
 
 from layoutkit import _driver
-from layoutkit._errors import AxisError, refuse_redefinitions
+from layoutkit._errors import AxisError, ConstructionError, never_initialised, refuse_redefinitions
 
 __all__ = [
     "Buffer",
@@ -107,8 +107,10 @@ class Buffer:
         super().__init_subclass__(**kwargs)
         refuse_redefinitions(cls, Buffer)
 
-    def __init__(self, *args, **kwargs):
-        raise RuntimeError(
+    def __new__(cls, *args, **kwargs):
+        # the refusal is __new__'s, so Buffer.__new__(Buffer) cannot make an empty Buffer
+        # either (layoutkit makes buffers with object.__new__ and fills every slot)
+        raise ConstructionError(
             "Buffer objects cannot be created directly; use "
             "Buffer.from_handle(ptr, size, mr=None, owner=None) or a memory resource's "
             "allocate(size)"
@@ -710,12 +712,24 @@ class MemoryResource(abc.ABC):
         """Whether the memory is CUDA managed memory (False unless a subclass says so)."""
         return False
 
+    def __getattr__(self, name):
+        # reached only for a name not found: the state a resource's __init__ sets is missing
+        # when __init__ never ran (Resource.__new__(Resource), a subclass that skips it)
+        if name in _RESOURCE_STATE:
+            raise never_initialised(self, f"{type(self).__name__}(...)")
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+        )
+
     def _buffer(self, ptr, size, stream=None):
         """A Buffer owning ``[ptr, ptr + size)`` on behalf of this resource."""
         location = _driver.Location(
             self.device_id, self.is_device_accessible, self.is_host_accessible, self.is_managed
         )
         return Buffer._from_known(ptr, size, mr=self, stream=stream, location=location)
+
+
+_RESOURCE_STATE = frozenset({"_storage", "_device_id"})  # what the __init__s below set
 
 
 class HostMemoryResource(MemoryResource):

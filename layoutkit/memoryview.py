@@ -145,7 +145,9 @@ class StridedMemoryView:
         super().__init_subclass__(**kwargs)
         refuse_redefinitions(cls, StridedMemoryView)
 
-    def __init__(self, obj=_NO_OBJECT, stream_ptr=None):
+    def __new__(cls, obj=_NO_OBJECT, stream_ptr=None):
+        # the constructor is __new__ (as for StridedLayout): StridedMemoryView.__new__(cls)
+        # makes the complete empty view, never one whose slots are unset
         warnings.warn(
             "StridedMemoryView(obj, stream_ptr) is deprecated; use "
             "StridedMemoryView.from_any_interface(obj, stream_ptr) or the from_dlpack / "
@@ -154,12 +156,9 @@ class StridedMemoryView:
             stacklevel=2,
         )
         if obj is _NO_OBJECT:  # StridedMemoryView(): cuda.core's empty view (no layout)
-            self._record, self._location, self._buffer, self._exports = _NO_RECORD, None, None, None
-            self._numba_record = None
-            return
-        other = type(self).from_any_interface(obj, stream_ptr)
-        self._record, self._location, self._buffer = other._record, None, other._buffer
-        self._exports = self._numba_record = None
+            return _made(cls, _NO_RECORD, None, None)
+        other = cls.from_any_interface(obj, stream_ptr)
+        return _made(cls, other._record, None, other._buffer)
 
     # ------------------------------------------------------------------ construction
     @classmethod
