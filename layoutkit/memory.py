@@ -57,6 +57,15 @@ def _uint64(name, value):
     return value
 
 
+def _check_stream(stream):
+    """Refuse a ``stream`` argument that names no stream: a ``TypeError`` / ``ValueError``
+    from :func:`layoutkit._driver.stream_handle` (no driver needed), before the caller
+    allocates, frees or records anything. Resources get the stream as given."""
+    if stream is not None:
+        _driver.stream_handle(stream)
+    return stream
+
+
 def _device_id(device_id):
     """Validate a device id against the devices the driver reports."""
     if isinstance(device_id, bool):
@@ -187,6 +196,7 @@ class Buffer:
             )
         if stream is not None and mr is None:
             raise ValueError("stream is the deallocation stream and needs mr; got mr=None")
+        _check_stream(stream)
         return cls._new(ptr, size, owner, mr, stream, None, False)
 
     @classmethod
@@ -243,7 +253,14 @@ class Buffer:
         views keep the memory (not the buffer) alive, so the deallocation then runs when
         the last of them dies, on ``stream``. Closing a buffer nothing else uses frees
         the memory at once.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For a ``stream`` that names no stream (:func:`_check_stream`), before anything
+            is closed or freed.
         """
+        _check_stream(stream)
         if self._closed:
             return
         keeper, finalizer = self._keeper, self._finalizer
@@ -406,9 +423,15 @@ class Buffer:
         >>> np.from_dlpack(Buffer.from_handle(a.ctypes.data, 4, owner=a)).tolist()
         [0, 1, 2, 3]
         """
-        from layoutkit.interop.dlpack import FLAG_READ_ONLY, export_capsule, wants_versioned
+        from layoutkit.interop.dlpack import (
+            FLAG_READ_ONLY,
+            consumer_stream,
+            export_capsule,
+            wants_versioned,
+        )
 
         self._check_open("__dlpack__")
+        consumer_stream(stream)  # ignored (as -1), but only if it is a stream (or -1)
         versioned = wants_versioned(max_version)
         if copy:
             raise BufferError("copy=True: a Buffer exports its memory without a copy")
@@ -466,6 +489,7 @@ class Buffer:
         """
         self._check_open("copy_to")
         _no_copy_options(options)
+        _check_stream(stream)  # before a destination is allocated
         if dst is None:
             if self._mr is None:
                 raise ValueError(
@@ -519,6 +543,7 @@ class Buffer:
         b'\\x02\\x01\\x02\\x01\\x02\\x01\\x02\\x01'
         """
         self._check_open("fill")
+        _check_stream(stream)
         pattern = _fill_pattern(value)
         width = len(pattern)
         if self._size % width or self._ptr % width:
@@ -604,6 +629,7 @@ def _no_copy_options(options):
 
 def _copy_bytes(dst, src, stream, operation):
     """``layoutkit.copy`` of two same-sized buffers viewed as bytes."""
+    _check_stream(stream)  # empty buffers too
     for name, buffer in (("dst", dst), ("src", src)):
         if not isinstance(buffer, Buffer):
             raise TypeError(
@@ -765,6 +791,7 @@ class HostMemoryResource(MemoryResource):
             When the memory is not there.
         """
         size = _uint64("size", size)
+        _check_stream(stream)  # ignored, but only if it is a stream
         if size > sys.maxsize - _HOST_ALIGNMENT:
             raise OverflowError(
                 f"size {size} is more bytes than a process can address ({sys.maxsize})"
@@ -831,7 +858,7 @@ class DeviceMemoryResource(MemoryResource):
     def allocate(self, size, stream=None):
         """Allocate ``size`` bytes of device memory ordered on ``stream``."""
         size = _uint64("size", size)
-        _driver.stream_handle(stream)  # reject a bad stream before allocating
+        _check_stream(stream)  # reject a bad stream before allocating
         if size == 0:
             return self._buffer(0, 0, stream)
         with _driver.device_context(self._device_id):
@@ -872,6 +899,7 @@ class PinnedMemoryResource(MemoryResource):
     def allocate(self, size, stream=None):
         """Allocate ``size`` bytes of pinned host memory; ``stream`` is ignored."""
         size = _uint64("size", size)
+        _check_stream(stream)
         if size == 0:
             return self._buffer(0, 0)
         _driver.ensure_context()
@@ -917,6 +945,7 @@ class ManagedMemoryResource(MemoryResource):
     def allocate(self, size, stream=None):
         """Allocate ``size`` bytes of managed memory; ``stream`` is ignored."""
         size = _uint64("size", size)
+        _check_stream(stream)
         if size == 0:
             return self._buffer(0, 0)
         with _driver.device_context(self._device_id):

@@ -69,6 +69,7 @@ _kDLCUDA = _dlpack.kDLCUDA
 _kDLCUDAHost = _dlpack.kDLCUDAHost
 _kDLCUDAManaged = _dlpack.kDLCUDAManaged
 _CPU_DEVICE = (_kDLCPU, 0)
+_STREAMS = 2**64  # the stream_ptr ints a door passes on unread: -1 and [0, 2**64)
 _attribute = operator.attrgetter
 
 
@@ -209,6 +210,8 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_dlpack(a.T).strides
         (1, 3)
         """
+        if stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
+            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
         if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
             record = ndarray_record(obj, True)  # the NumPy fast path, inline: the common case
             if record is not None:
@@ -305,6 +308,8 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_any_interface(np.zeros((2, 3))).shape
         (2, 3)
         """
+        if stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
+            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
         if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
             record = ndarray_record(obj)
             if record is not None:

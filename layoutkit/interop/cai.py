@@ -104,7 +104,7 @@ def read_cuda_array_interface(obj, stream_ptr):
         interface = obj.__cuda_array_interface__
     except AttributeError:
         raise TypeError(f"{type(obj).__name__} object has no __cuda_array_interface__") from None
-    stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
+    stream = consumer_stream(stream_ptr)
     if stream is None:
         raise BufferError(
             "stream_ptr=None: stream=None is ambiguous for __cuda_array_interface__; pass the consumer "

@@ -155,18 +155,24 @@ def consumer_stream(stream_ptr):
     """
     if stream_ptr is None:
         return None
-    if type(stream_ptr) is not bool and hasattr(type(stream_ptr), "__index__"):
-        stream = operator.index(stream_ptr)
-        if stream == -1:
-            return -1
-    from .._driver import stream_handle
+    if type(stream_ptr) is int and -1 <= stream_ptr < _STREAM_LIMIT:
+        return stream_ptr
+    from .._driver import _shown, stream_handle
 
     try:
+        if type(stream_ptr) is not bool and hasattr(type(stream_ptr), "__index__"):
+            stream = operator.index(stream_ptr)
+            if stream == -1:
+                return -1
         return stream_handle(stream_ptr)
-    except (TypeError, ValueError):
+    except Exception as exc:
         raise TypeError(
-            f"stream_ptr={stream_ptr!r} must be a stream handle (int), -1 or None"
-        ) from None
+            f"stream_ptr={_shown(stream_ptr)} must be a stream handle (an int in "
+            f"[0, 2**64) or a stream object), -1 or None ({exc})"
+        ) from exc
+
+
+_STREAM_LIMIT = 2**64  # stream handles are in [0, 2**64); -1 means no synchronisation
 
 
 def wants_versioned(max_version):
@@ -215,7 +221,7 @@ def producer_stream(device_type, stream_ptr):
     >>> producer_stream(2, 0)  # the legacy default stream, as DLPack numbers it
     1
     """
-    stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
+    stream = consumer_stream(stream_ptr)
     if device_type == kDLCPU:
         return None
     if device_type == kDLCUDA:
