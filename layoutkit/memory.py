@@ -427,21 +427,23 @@ class Buffer:
             FLAG_READ_ONLY,
             consumer_stream,
             export_capsule,
+            refuse_copy,
+            requested_device,
             wants_versioned,
         )
 
         self._check_open("__dlpack__")
         consumer_stream(stream)  # ignored (as -1), but only if it is a stream (or -1)
         versioned = wants_versioned(max_version)
-        if copy:
-            raise BufferError("copy=True: a Buffer exports its memory without a copy")
+        refuse_copy(copy, "Buffer")
+        dl_device = requested_device(dl_device)
         try:
             device = self.__dlpack_device__()
         except BufferError:
             raise BufferError(
                 "invalid buffer: it is neither device-accessible nor host-accessible"
             ) from None
-        if dl_device is not None and tuple(dl_device) != device:
+        if dl_device is not None and dl_device != device:
             raise BufferError(f"dl_device={dl_device!r}: the buffer lives on {device}")
         if self._readonly and not versioned:
             raise BufferError("a read-only buffer needs a versioned DLPack capsule")

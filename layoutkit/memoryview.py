@@ -687,12 +687,12 @@ class StridedMemoryView:
         """
         self._check_open("__dlpack__")
         versioned = _dlpack.wants_versioned(max_version)
-        if copy:
-            raise BufferError("copy=True: a StridedMemoryView exports its memory without a copy")
+        _dlpack.refuse_copy(copy, "StridedMemoryView")
+        dl_device = _dlpack.requested_device(dl_device)
         record = self._record
         device = record.dl_device or self.__dlpack_device__()
-        if dl_device is not None and tuple(dl_device) != device:
-            if tuple(dl_device) != _CPU_DEVICE or not self._where()[2]:
+        if dl_device is not None and dl_device != device:
+            if dl_device != _CPU_DEVICE or not self._where()[2]:
                 raise BufferError(
                     f"dl_device={dl_device!r}: the view lives on {device} and is not copied"
                 )

@@ -436,4 +436,28 @@ cases.add("fuzz_cuda_array_interface_dicts_long", _fuzz_case(CAI, 300, 15000), t
           slow=True)  # fmt: skip
 
 
+@cases.case
+def stride_count_errors_quote_the_strides_given():
+    """An interface with shape () and byte strides (8,) was refused quoting "strides (1,)",
+    the strides divided by the itemsize, not those the producer gave."""
+    array = np.arange(4.0)
+
+    class Interface:
+        def __init__(self, **entries):
+            self.__array_interface__ = dict(array.__array_interface__, **entries)
+
+    class CudaInterface:
+        __cuda_array_interface__ = {"shape": (), "strides": (8,), "typestr": "<f8",
+                                    "data": (0, False), "version": 3}  # fmt: skip
+
+    for make, strides in ((lambda: StridedMemoryView.from_array_interface(
+                               Interface(shape=(), strides=(8,))), (8,)),
+                          (lambda: StridedMemoryView.from_array_interface(
+                               Interface(strides=(8, 16))), (8, 16)),
+                          (lambda: StridedMemoryView.from_cuda_array_interface(
+                               CudaInterface(), -1), (8,))):  # fmt: skip
+        exc = refused(make, classes=(ValueError,))
+        check(f"strides {strides}" in str(exc), f"message does not quote {strides}: {exc}")
+
+
 cases.export(globals())

@@ -29,7 +29,7 @@ import operator
 import struct
 import sys
 
-from .._driver import HOST, Location
+from .._driver import HOST, Location, _shown
 from .._dtypes import from_dlpack_dtype
 from ._native import (
     BYTES_DATA,
@@ -62,6 +62,8 @@ __all__ = [
     "read_extents",
     "tensor_record",
     "versioned_tensor",
+    "refuse_copy",
+    "requested_device",
     "wants_versioned",
 ]
 
@@ -173,6 +175,68 @@ def consumer_stream(stream_ptr):
 
 
 _STREAM_LIMIT = 2**64  # stream handles are in [0, 2**64); -1 means no synchronisation
+
+
+def refuse_copy(copy, what):
+    """Check ``__dlpack__``'s ``copy``: ``None`` / ``False`` export without a copy; ``True``
+    raises ``BufferError`` (layoutkit exports its memory, never a copy), naming ``what``.
+
+    Raises
+    ------
+    TypeError
+        For anything but ``None`` and a bool (NumPy's included), naming the value.
+
+    Examples
+    --------
+    >>> refuse_copy(None, "view"), refuse_copy(False, "view")
+    (None, None)
+    >>> refuse_copy("no", "view")
+    Traceback (most recent call last):
+    ...
+    TypeError: copy must be None, True or False, got 'no' of type str
+    """
+    if copy is None or copy is False:
+        return None
+    kind = type(copy)
+    if kind is not bool and not (kind.__module__ == "numpy" and kind.__name__ in _NUMPY_BOOLS):
+        raise TypeError(
+            f"copy must be None, True or False, got {_shown(copy)} of type {kind.__name__}"
+        )
+    if copy:
+        raise BufferError(f"copy={copy!r}: a {what} exports its memory without a copy")
+    return None
+
+
+_NUMPY_BOOLS = ("bool", "bool_")  # numpy.bool (2.x) and numpy.bool_, without importing NumPy
+
+
+def requested_device(dl_device):
+    """``__dlpack__``'s ``dl_device`` as a ``(device_type, device_id)`` tuple of ints, or None.
+
+    Raises
+    ------
+    TypeError
+        For anything but ``None`` or a pair (tuple or list) of integers, naming the value.
+
+    Examples
+    --------
+    >>> requested_device(None), requested_device((1, 0)), requested_device([2, 1])
+    (None, (1, 0), (2, 1))
+    >>> requested_device(5)
+    Traceback (most recent call last):
+    ...
+    TypeError: dl_device must be None or a (device_type, device_id) tuple of ints, got 5 of type int
+    """
+    if dl_device is None:
+        return None
+    if type(dl_device) in (tuple, list) and len(dl_device) == 2:
+        device_type, device_id = index_entry(dl_device[0]), index_entry(dl_device[1])
+        if device_type is not None and device_id is not None:
+            return (device_type, device_id)
+    raise TypeError(
+        "dl_device must be None or a (device_type, device_id) tuple of ints, got "
+        f"{_shown(dl_device)} of type {type(dl_device).__name__}"
+    )
 
 
 def wants_versioned(max_version):
