@@ -73,8 +73,17 @@ _STREAMS = 2**64  # the stream_ptr ints a door passes on unread: -1 and [0, 2**6
 _attribute = operator.attrgetter
 
 
+def _has(obj, name):
+    """``hasattr``, where an attribute whose lookup raises (not AttributeError) counts as
+    present: the protocol's reader then reports the producer's failure, named."""
+    try:
+        return hasattr(obj, name)
+    except Exception:
+        return True
+
+
 def _is_dlpack(obj):
-    return hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
+    return _has(obj, "__dlpack__") and _has(obj, "__dlpack_device__")
 
 
 class _NoRecord:
@@ -319,9 +328,9 @@ class StridedMemoryView:
             return cls._from_record(record)
         if _is_dlpack(obj):
             return cls._from_record(_dlpack.import_dlpack(obj, stream_ptr))
-        if hasattr(obj, "__cuda_array_interface__"):
+        if _has(obj, "__cuda_array_interface__"):
             return cls._from_record(read_cuda_array_interface(obj, stream_ptr))
-        if not hasattr(obj, "__array_interface__"):
+        if not _has(obj, "__array_interface__"):
             try:
                 memoryview(obj).release()
             except TypeError:

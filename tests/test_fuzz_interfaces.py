@@ -460,4 +460,50 @@ def stride_count_errors_quote_the_strides_given():
         check(f"strides {strides}" in str(exc), f"message does not quote {strides}: {exc}")
 
 
+class _Raises:
+    """Raises ``error`` from ``name`` (a property, or a method where ``call``)."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _producer(name, call):
+    def fail(self, *args, **kwargs):
+        raise self.error
+
+    namespace = {name: fail if call else property(fail)}
+    if name == "__dlpack__":
+        namespace["__dlpack_device__"] = lambda self: (1, 0)
+    if name == "__dlpack_device__":
+        namespace["__dlpack__"] = lambda self, **kwargs: np.zeros(2).__dlpack__()
+    return type(f"Raising{name.strip('_')}", (_Raises,), namespace)
+
+
+@cases.case
+def producers_whose_protocol_raises():
+    """A producer whose ``__array_interface__`` / ``__cuda_array_interface__`` property or
+    ``__dlpack__`` / ``__dlpack_device__`` raised RuntimeError or KeyError let it escape
+    (from_any_interface's hasattr too): it is the producer exporting nothing, a BufferError
+    naming the protocol and the exception."""
+    doors = {
+        "__array_interface__": (False, [StridedMemoryView.from_array_interface,
+                                        StridedMemoryView.from_any_interface]),
+        "__cuda_array_interface__": (False, [StridedMemoryView.from_cuda_array_interface,
+                                             StridedMemoryView.from_any_interface]),
+        "__dlpack__": (True, [StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface]),
+        "__dlpack_device__": (True, [StridedMemoryView.from_dlpack,
+                                     StridedMemoryView.from_any_interface]),
+    }  # fmt: skip
+    for name, (call, readers) in doors.items():
+        cls = _producer(name, call)
+        for error in (RuntimeError("boom"), KeyError("k"), ZeroDivisionError("z")):
+            for reader in readers:
+                note((name, error, reader.__name__))
+                args = () if reader == StridedMemoryView.from_array_interface else (-1,)
+                exc = refused(reader, cls(error), *args, classes=(BufferError,))
+                check(name.strip("_") in str(exc) and type(error).__name__ in str(exc),
+                      f"{reader.__name__} of a raising {name}: {exc}")  # fmt: skip
+        refused(layoutkit.copy, np.zeros(2), cls(RuntimeError("boom")))
+
+
 cases.export(globals())

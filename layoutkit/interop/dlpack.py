@@ -346,7 +346,14 @@ def import_dlpack(obj, stream_ptr):
     ImportRecord
         Its owner is the consumed tensor, whose deleter runs once, when the owner dies.
     """
-    device = obj.__dlpack_device__()
+    try:
+        device = obj.__dlpack_device__()
+    except (TypeError, ValueError, BufferError):
+        raise
+    except Exception as exc:  # the producer's own failure: it exports nothing
+        raise BufferError(
+            f"{type(obj).__name__}.__dlpack_device__() raised {type(exc).__name__}: {exc}"
+        ) from exc
     try:
         device_type, _ = device
     except (TypeError, ValueError):
@@ -356,9 +363,16 @@ def import_dlpack(obj, stream_ptr):
         ) from None
     stream = producer_stream(device_type, stream_ptr)
     try:
-        capsule = obj.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
-    except TypeError:  # a producer from before DLPack 1.0 knows no max_version
-        capsule = obj.__dlpack__(stream=stream)
+        try:
+            capsule = obj.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
+        except TypeError:  # a producer from before DLPack 1.0 knows no max_version
+            capsule = obj.__dlpack__(stream=stream)
+    except (TypeError, ValueError, BufferError):
+        raise
+    except Exception as exc:  # the producer's own failure: it exports nothing
+        raise BufferError(
+            f"{type(obj).__name__}.__dlpack__() raised {type(exc).__name__}: {exc}"
+        ) from exc
     return tensor_record(consume_capsule(capsule), obj)
 
 
