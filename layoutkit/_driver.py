@@ -344,10 +344,13 @@ def _stream_value(value, stream):
     except TypeError:
         raise TypeError(
             "stream must be None, an int handle, or an object with __cuda_stream__, "
-            f".cuda_stream, .ptr or .handle; got {stream!r} of type {type(stream).__name__}"
+            f".cuda_stream, .ptr or .handle; got {_shown(stream)} of type "
+            f"{type(stream).__name__}"
         ) from None
     if not 0 <= handle < 2**64:
-        raise ValueError(f"stream handle must be in [0, 2**64), got {handle} from {stream!r}")
+        raise ValueError(
+            f"stream handle must be in [0, 2**64), got {handle} from {_shown(stream)}"
+        )
     return handle
 
 
@@ -391,21 +394,43 @@ def stream_handle(stream):
     """
     if stream is None:
         return 0
+    if type(stream) is int:
+        return _stream_value(stream, stream)
+    try:
+        return _stream_object(stream)
+    except (TypeError, ValueError):
+        raise
+    except Exception as exc:  # a stream object's own failure: still the argument's fault
+        raise TypeError(
+            f"stream {_shown(stream)} of type {type(stream).__name__} could not be read as a "
+            f"stream: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _stream_object(stream):
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         info = protocol() if callable(protocol) else protocol
-        try:
-            _version, value = info
-        except (TypeError, ValueError):
+        if type(info) is not tuple or len(info) != 2:
             raise TypeError(
-                f"__cuda_stream__ must return (version, handle), got {info!r} from {stream!r}"
-            ) from None
-        return _stream_value(value, stream)
+                f"__cuda_stream__ must return (version, handle), got {_shown(info)} from "
+                f"{_shown(stream)}"
+            )
+        return _stream_value(info[1], stream)
     for attribute in ("cuda_stream", "ptr", "handle"):
         value = getattr(stream, attribute, None)
         if value is not None:
             return _stream_value(value, stream)
     return _stream_value(stream, stream)
+
+
+def _shown(value):
+    """``repr(value)``, short, or the type's name where the repr fails."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def stream_synchronize(stream=None):

@@ -55,6 +55,24 @@ class NoDriverError(CUDAError):
     """
 
 
+class ConstructionError(RuntimeError, TypeError):
+    """A class was called (or its ``__new__``) the way it cannot be made.
+
+    A ``RuntimeError`` as in cuda.core (``Buffer()``) and a ``TypeError``, the class
+    every other wrong call of a constructor raises, so code written against either
+    convention catches it.
+    """
+
+
+def never_initialised(obj, how):
+    """The ``TypeError`` for ``obj`` whose constructor never ran (``how`` makes one)."""
+    name = type(obj).__name__
+    return TypeError(
+        f"this {name} was never initialised (made by {name}.__new__ or object.__new__ "
+        f"without its constructor running); make one with {how}"
+    )
+
+
 def refuse_redefinitions(subclass, base):
     """Refuse a subclass of ``base`` (a view, a buffer) that redefines one of its attributes.
 

@@ -80,7 +80,7 @@ from numba.np import numpy_support
 
 from . import _numba_checks as S
 from . import _numba_fingerprint as _fingerprint
-from ._errors import refuse_redefinitions
+from ._errors import never_initialised, refuse_redefinitions
 from ._numba_boxing import Objects, call_python, failed, getattr_fast
 from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
@@ -949,15 +949,18 @@ class BoundsCheckedView:
         super().__init_subclass__(**kwargs)
         refuse_redefinitions(cls, BoundsCheckedView)
 
-    def __init__(self, view):
+    def __new__(cls, view):
+        # the constructor is __new__: BoundsCheckedView.__new__(cls) needs the view too
         from layoutkit.memoryview import StridedMemoryView
 
         if isinstance(view, BoundsCheckedView):
             view = view.view
         if not isinstance(view, StridedMemoryView):  # compiled code unboxes only views
             raise TypeError(f"view must be a StridedMemoryView, got {type(view).__name__}")
+        self = object.__new__(cls)
         self._view = view
         self._type = view_numba_type(view, boundscheck=True)
+        return self
 
     @property
     def view(self):
@@ -969,7 +972,11 @@ class BoundsCheckedView:
         return self._type
 
     def __getattr__(self, name):
-        return getattr(object.__getattribute__(self, "_view"), name)
+        try:
+            view = object.__getattribute__(self, "_view")
+        except AttributeError:  # object.__new__(BoundsCheckedView): no view to defer to
+            raise never_initialised(self, "BoundsCheckedView(view)") from None
+        return getattr(view, name)
 
     def __repr__(self):
         return f"BoundsCheckedView({self.view!r})"

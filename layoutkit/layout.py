@@ -69,6 +69,15 @@ def _as_index(value, name):
     ) from failure
 
 
+def _as_address(value, name):
+    """``value`` as an address: an integer (``_as_index``) in ``[0, 2**64)``, else the
+    OverflowError cuda.core's ``uintptr_t`` arguments raise, naming it."""
+    value = _as_index(value, name)
+    if not 0 <= value < 2**64:
+        raise OverflowError(f"{name} must be an address in [0, 2**64), got {value}")
+    return value
+
+
 def _as_ints(values, name, scalar_ok=True):
     """A tuple of plain ints from a sequence of integer-likes (or one integer if ``scalar_ok``).
 
@@ -1182,6 +1191,8 @@ class StridedLayout:
         ``data_ptr`` to be compatible. Unpacking needs the current itemsize to be a
         multiple of the new one. With ``keep_dim=False`` an axis packed down to extent 1
         is dropped. A zero-volume layout repacks to all-zero strides and offset 0.
+        ``data_ptr`` is an integer address in ``[0, 2**64)``: others raise
+        ``OverflowError``, non-integers (floats, bools) ``TypeError``.
 
         Examples
         --------
@@ -1191,7 +1202,7 @@ class StridedLayout:
         (5, 8)
         """
         new_itemsize = _check_itemsize(itemsize, new=True)
-        data_ptr = _as_index(data_ptr, "data_ptr")
+        data_ptr = _as_address(data_ptr, "data_ptr")
         n = len(self._shape)
         old = self._itemsize
         if new_itemsize == old:
@@ -1265,6 +1276,7 @@ class StridedLayout:
         ``max_itemsize`` of 2**31 or more), it is divided by its smallest prime factors
         until it fits, which gives the largest size for powers of two. A ``max_itemsize``
         beyond int64 counts with its largest power-of-two divisor (at most 2**62).
+        ``data_ptr`` is checked as in :meth:`repacked`.
 
         Examples
         --------
@@ -1278,7 +1290,7 @@ class StridedLayout:
         max_itemsize = _as_index(max_itemsize, "max_itemsize")
         if max_itemsize <= 0:
             raise ValueError(f"max_itemsize must be greater than zero, got {max_itemsize}")
-        data_ptr = _as_index(data_ptr, "data_ptr")
+        data_ptr = _as_address(data_ptr, "data_ptr")
         n = len(self._shape)
         ax = _normalize_axis(axis, n, "axis")
         itemsize = self._itemsize

@@ -34,7 +34,7 @@ import weakref
 import numpy as np
 
 from layoutkit import _driver
-from layoutkit._errors import AxisError, refuse_redefinitions
+from layoutkit._errors import AxisError, ConstructionError, never_initialised, refuse_redefinitions
 
 __all__ = [
     "Buffer",
@@ -55,6 +55,15 @@ def _uint64(name, value):
     if not 0 <= value < 2**64:
         raise OverflowError(f"{name} must be in [0, 2**64), got {value}")
     return value
+
+
+def _check_stream(stream):
+    """Refuse a ``stream`` argument that names no stream: a ``TypeError`` / ``ValueError``
+    from :func:`layoutkit._driver.stream_handle` (no driver needed), before the caller
+    allocates, frees or records anything. Resources get the stream as given."""
+    if stream is not None:
+        _driver.stream_handle(stream)
+    return stream
 
 
 def _device_id(device_id):
@@ -107,8 +116,10 @@ class Buffer:
         super().__init_subclass__(**kwargs)
         refuse_redefinitions(cls, Buffer)
 
-    def __init__(self, *args, **kwargs):
-        raise RuntimeError(
+    def __new__(cls, *args, **kwargs):
+        # the refusal is __new__'s, so Buffer.__new__(Buffer) cannot make an empty Buffer
+        # either (layoutkit makes buffers with object.__new__ and fills every slot)
+        raise ConstructionError(
             "Buffer objects cannot be created directly; use "
             "Buffer.from_handle(ptr, size, mr=None, owner=None) or a memory resource's "
             "allocate(size)"
@@ -185,6 +196,7 @@ class Buffer:
             )
         if stream is not None and mr is None:
             raise ValueError("stream is the deallocation stream and needs mr; got mr=None")
+        _check_stream(stream)
         return cls._new(ptr, size, owner, mr, stream, None, False)
 
     @classmethod
@@ -241,7 +253,14 @@ class Buffer:
         views keep the memory (not the buffer) alive, so the deallocation then runs when
         the last of them dies, on ``stream``. Closing a buffer nothing else uses frees
         the memory at once.
+
+        Raises
+        ------
+        TypeError, ValueError
+            For a ``stream`` that names no stream (:func:`_check_stream`), before anything
+            is closed or freed.
         """
+        _check_stream(stream)
         if self._closed:
             return
         keeper, finalizer = self._keeper, self._finalizer
@@ -404,19 +423,27 @@ class Buffer:
         >>> np.from_dlpack(Buffer.from_handle(a.ctypes.data, 4, owner=a)).tolist()
         [0, 1, 2, 3]
         """
-        from layoutkit.interop.dlpack import FLAG_READ_ONLY, export_capsule, wants_versioned
+        from layoutkit.interop.dlpack import (
+            FLAG_READ_ONLY,
+            consumer_stream,
+            export_capsule,
+            refuse_copy,
+            requested_device,
+            wants_versioned,
+        )
 
         self._check_open("__dlpack__")
+        consumer_stream(stream)  # ignored (as -1), but only if it is a stream (or -1)
         versioned = wants_versioned(max_version)
-        if copy:
-            raise BufferError("copy=True: a Buffer exports its memory without a copy")
+        refuse_copy(copy, "Buffer")
+        dl_device = requested_device(dl_device)
         try:
             device = self.__dlpack_device__()
         except BufferError:
             raise BufferError(
                 "invalid buffer: it is neither device-accessible nor host-accessible"
             ) from None
-        if dl_device is not None and tuple(dl_device) != device:
+        if dl_device is not None and dl_device != device:
             raise BufferError(f"dl_device={dl_device!r}: the buffer lives on {device}")
         if self._readonly and not versioned:
             raise BufferError("a read-only buffer needs a versioned DLPack capsule")
@@ -464,6 +491,7 @@ class Buffer:
         """
         self._check_open("copy_to")
         _no_copy_options(options)
+        _check_stream(stream)  # before a destination is allocated
         if dst is None:
             if self._mr is None:
                 raise ValueError(
@@ -517,6 +545,7 @@ class Buffer:
         b'\\x02\\x01\\x02\\x01\\x02\\x01\\x02\\x01'
         """
         self._check_open("fill")
+        _check_stream(stream)
         pattern = _fill_pattern(value)
         width = len(pattern)
         if self._size % width or self._ptr % width:
@@ -602,6 +631,7 @@ def _no_copy_options(options):
 
 def _copy_bytes(dst, src, stream, operation):
     """``layoutkit.copy`` of two same-sized buffers viewed as bytes."""
+    _check_stream(stream)  # empty buffers too
     for name, buffer in (("dst", dst), ("src", src)):
         if not isinstance(buffer, Buffer):
             raise TypeError(
@@ -710,12 +740,24 @@ class MemoryResource(abc.ABC):
         """Whether the memory is CUDA managed memory (False unless a subclass says so)."""
         return False
 
+    def __getattr__(self, name):
+        # reached only for a name not found: the state a resource's __init__ sets is missing
+        # when __init__ never ran (Resource.__new__(Resource), a subclass that skips it)
+        if name in _RESOURCE_STATE:
+            raise never_initialised(self, f"{type(self).__name__}(...)")
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self
+        )
+
     def _buffer(self, ptr, size, stream=None):
         """A Buffer owning ``[ptr, ptr + size)`` on behalf of this resource."""
         location = _driver.Location(
             self.device_id, self.is_device_accessible, self.is_host_accessible, self.is_managed
         )
         return Buffer._from_known(ptr, size, mr=self, stream=stream, location=location)
+
+
+_RESOURCE_STATE = frozenset({"_storage", "_device_id"})  # what the __init__s below set
 
 
 class HostMemoryResource(MemoryResource):
@@ -751,6 +793,7 @@ class HostMemoryResource(MemoryResource):
             When the memory is not there.
         """
         size = _uint64("size", size)
+        _check_stream(stream)  # ignored, but only if it is a stream
         if size > sys.maxsize - _HOST_ALIGNMENT:
             raise OverflowError(
                 f"size {size} is more bytes than a process can address ({sys.maxsize})"
@@ -817,7 +860,7 @@ class DeviceMemoryResource(MemoryResource):
     def allocate(self, size, stream=None):
         """Allocate ``size`` bytes of device memory ordered on ``stream``."""
         size = _uint64("size", size)
-        _driver.stream_handle(stream)  # reject a bad stream before allocating
+        _check_stream(stream)  # reject a bad stream before allocating
         if size == 0:
             return self._buffer(0, 0, stream)
         with _driver.device_context(self._device_id):
@@ -858,6 +901,7 @@ class PinnedMemoryResource(MemoryResource):
     def allocate(self, size, stream=None):
         """Allocate ``size`` bytes of pinned host memory; ``stream`` is ignored."""
         size = _uint64("size", size)
+        _check_stream(stream)
         if size == 0:
             return self._buffer(0, 0)
         _driver.ensure_context()
@@ -903,6 +947,7 @@ class ManagedMemoryResource(MemoryResource):
     def allocate(self, size, stream=None):
         """Allocate ``size`` bytes of managed memory; ``stream`` is ignored."""
         size = _uint64("size", size)
+        _check_stream(stream)
         if size == 0:
             return self._buffer(0, 0)
         with _driver.device_context(self._device_id):

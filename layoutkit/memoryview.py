@@ -69,11 +69,21 @@ _kDLCUDA = _dlpack.kDLCUDA
 _kDLCUDAHost = _dlpack.kDLCUDAHost
 _kDLCUDAManaged = _dlpack.kDLCUDAManaged
 _CPU_DEVICE = (_kDLCPU, 0)
+_STREAMS = 2**64  # the stream_ptr ints a door passes on unread: -1 and [0, 2**64)
 _attribute = operator.attrgetter
 
 
+def _has(obj, name):
+    """``hasattr``, where an attribute whose lookup raises (not AttributeError) counts as
+    present: the protocol's reader then reports the producer's failure, named."""
+    try:
+        return hasattr(obj, name)
+    except Exception:
+        return True
+
+
 def _is_dlpack(obj):
-    return hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")
+    return _has(obj, "__dlpack__") and _has(obj, "__dlpack_device__")
 
 
 class _NoRecord:
@@ -145,7 +155,9 @@ class StridedMemoryView:
         super().__init_subclass__(**kwargs)
         refuse_redefinitions(cls, StridedMemoryView)
 
-    def __init__(self, obj=_NO_OBJECT, stream_ptr=None):
+    def __new__(cls, obj=_NO_OBJECT, stream_ptr=None):
+        # the constructor is __new__ (as for StridedLayout): StridedMemoryView.__new__(cls)
+        # makes the complete empty view, never one whose slots are unset
         warnings.warn(
             "StridedMemoryView(obj, stream_ptr) is deprecated; use "
             "StridedMemoryView.from_any_interface(obj, stream_ptr) or the from_dlpack / "
@@ -154,12 +166,9 @@ class StridedMemoryView:
             stacklevel=2,
         )
         if obj is _NO_OBJECT:  # StridedMemoryView(): cuda.core's empty view (no layout)
-            self._record, self._location, self._buffer, self._exports = _NO_RECORD, None, None, None
-            self._numba_record = None
-            return
-        other = type(self).from_any_interface(obj, stream_ptr)
-        self._record, self._location, self._buffer = other._record, None, other._buffer
-        self._exports = self._numba_record = None
+            return _made(cls, _NO_RECORD, None, None)
+        other = cls.from_any_interface(obj, stream_ptr)
+        return _made(cls, other._record, None, other._buffer)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -210,6 +219,8 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_dlpack(a.T).strides
         (1, 3)
         """
+        if stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
+            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
         if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
             record = ndarray_record(obj, True)  # the NumPy fast path, inline: the common case
             if record is not None:
@@ -308,6 +319,8 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_any_interface(np.zeros((2, 3))).shape
         (2, 3)
         """
+        if stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
+            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
         if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
             record = ndarray_record(obj)
             if record is not None:
@@ -319,9 +332,9 @@ class StridedMemoryView:
             return cls._from_record(read_array_interface(obj))
         if _is_dlpack(obj):
             return cls._from_record(_dlpack.import_dlpack(obj, stream_ptr))
-        if hasattr(obj, "__cuda_array_interface__"):
+        if _has(obj, "__cuda_array_interface__"):
             return cls._from_record(read_cuda_array_interface(obj, stream_ptr))
-        if not hasattr(obj, "__array_interface__"):
+        if not _has(obj, "__array_interface__"):
             try:
                 memoryview(obj).release()
             except TypeError:
@@ -687,12 +700,12 @@ class StridedMemoryView:
         """
         self._check_open("__dlpack__")
         versioned = _dlpack.wants_versioned(max_version)
-        if copy:
-            raise BufferError("copy=True: a StridedMemoryView exports its memory without a copy")
+        _dlpack.refuse_copy(copy, "StridedMemoryView")
+        dl_device = _dlpack.requested_device(dl_device)
         record = self._record
         device = record.dl_device or self.__dlpack_device__()
-        if dl_device is not None and tuple(dl_device) != device:
-            if tuple(dl_device) != _CPU_DEVICE or not self._where()[2]:
+        if dl_device is not None and dl_device != device:
+            if dl_device != _CPU_DEVICE or not self._where()[2]:
                 raise BufferError(
                     f"dl_device={dl_device!r}: the view lives on {device} and is not copied"
                 )

@@ -299,4 +299,30 @@ cases.add("fuzz_copies_in_canary_memory", _fuzz(150), timeout=300)
 cases.add("fuzz_copies_in_canary_memory_long", _fuzz(250, 10000), timeout=3600, slow=True)
 
 
+@cases.case
+def plan_copy_reads_a_subclass_layouts_checked_values():
+    """plan_copy checked a StridedLayout subclass through its properties, which may lie:
+    a destination of 100 elements whose ``shape`` property said (8,) was planned with an
+    8-element source (a plan reading past the source). The checks and the plan read the
+    values the constructor checked (plain_layout)."""
+    from layoutkit import StridedLayout, plan_copy
+
+    class Liar(StridedLayout):
+        @property
+        def shape(self):
+            return (8,)
+
+        @property
+        def is_unique(self):
+            return True
+
+    refused(plan_copy, Liar((100,), None, 8), StridedLayout((8,), None, 8),
+            classes=(ValueError,))  # fmt: skip
+    refused(plan_copy, Liar((8,), (0,), 8), StridedLayout((8,), None, 8),
+            classes=(ValueError,))  # fmt: skip
+    plan = plan_copy(Liar((8,), None, 8), StridedLayout((8,), None, 8))
+    check(plan.shape == (1,) or plan.shape == (8,) or plan.unit * plan.shape[0] == 64,
+          f"plan of two 8-element layouts: {plan}")  # fmt: skip
+
+
 cases.export(globals())

@@ -430,6 +430,33 @@ def _fuzz(examples, slow_examples):
     return run
 
 
+@cases.case
+def export_arguments_are_named():
+    """``__dlpack__(copy="no")`` said "copy=True", ``dl_device=5`` raised Python's "'int'
+    object is not iterable" and an endless iterable as dl_device hung in tuple(): copy and
+    dl_device are read by one rule each (interop/dlpack.py), naming what they got."""
+    import itertools
+
+    array = np.arange(4.0)
+    for export in (StridedMemoryView.from_array_interface(array).__dlpack__,
+                   layoutkit.Buffer.from_handle(array.ctypes.data, 32, owner=array).__dlpack__):  # fmt: skip
+        for copy in ("no", 1.5, 1, 0, [], np.float64(1)):
+            exc = refused(export, copy=copy, classes=(TypeError,))
+            check("copy" in str(exc) and repr(copy) in str(exc), f"copy={copy!r}: {exc}")
+        for copy in (True, np.True_):
+            refused(export, copy=copy, classes=(BufferError,))
+        for copy in (None, False, np.False_):
+            export(copy=copy)
+        for device in (5, "cpu", (1,), (1, 0, 0), ("a", 0), (1.0, 0), {1: 0},
+                       itertools.count(), (True, 0)):  # fmt: skip
+            note(device)
+            exc = refused(export, dl_device=device, classes=(TypeError,))
+            check("dl_device" in str(exc), f"dl_device={device!r}: {exc}")
+        refused(export, dl_device=(2, 0), classes=(BufferError,))
+        export(dl_device=(1, 0))
+        export(dl_device=[np.int64(1), 0])
+
+
 cases.add("fuzz_dlpack_capsules", _fuzz(250, None), timeout=300)
 cases.add("fuzz_dlpack_capsules_long", _fuzz(250, 20000), timeout=1800, slow=True)
 

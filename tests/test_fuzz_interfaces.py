@@ -436,4 +436,74 @@ cases.add("fuzz_cuda_array_interface_dicts_long", _fuzz_case(CAI, 300, 15000), t
           slow=True)  # fmt: skip
 
 
+@cases.case
+def stride_count_errors_quote_the_strides_given():
+    """An interface with shape () and byte strides (8,) was refused quoting "strides (1,)",
+    the strides divided by the itemsize, not those the producer gave."""
+    array = np.arange(4.0)
+
+    class Interface:
+        def __init__(self, **entries):
+            self.__array_interface__ = dict(array.__array_interface__, **entries)
+
+    class CudaInterface:
+        __cuda_array_interface__ = {"shape": (), "strides": (8,), "typestr": "<f8",
+                                    "data": (0, False), "version": 3}  # fmt: skip
+
+    for make, strides in ((lambda: StridedMemoryView.from_array_interface(
+                               Interface(shape=(), strides=(8,))), (8,)),
+                          (lambda: StridedMemoryView.from_array_interface(
+                               Interface(strides=(8, 16))), (8, 16)),
+                          (lambda: StridedMemoryView.from_cuda_array_interface(
+                               CudaInterface(), -1), (8,))):  # fmt: skip
+        exc = refused(make, classes=(ValueError,))
+        check(f"strides {strides}" in str(exc), f"message does not quote {strides}: {exc}")
+
+
+class _Raises:
+    """Raises ``error`` from ``name`` (a property, or a method where ``call``)."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _producer(name, call):
+    def fail(self, *args, **kwargs):
+        raise self.error
+
+    namespace = {name: fail if call else property(fail)}
+    if name == "__dlpack__":
+        namespace["__dlpack_device__"] = lambda self: (1, 0)
+    if name == "__dlpack_device__":
+        namespace["__dlpack__"] = lambda self, **kwargs: np.zeros(2).__dlpack__()
+    return type(f"Raising{name.strip('_')}", (_Raises,), namespace)
+
+
+@cases.case
+def producers_whose_protocol_raises():
+    """A producer whose ``__array_interface__`` / ``__cuda_array_interface__`` property or
+    ``__dlpack__`` / ``__dlpack_device__`` raised RuntimeError or KeyError let it escape
+    (from_any_interface's hasattr too): it is the producer exporting nothing, a BufferError
+    naming the protocol and the exception."""
+    doors = {
+        "__array_interface__": (False, [StridedMemoryView.from_array_interface,
+                                        StridedMemoryView.from_any_interface]),
+        "__cuda_array_interface__": (False, [StridedMemoryView.from_cuda_array_interface,
+                                             StridedMemoryView.from_any_interface]),
+        "__dlpack__": (True, [StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface]),
+        "__dlpack_device__": (True, [StridedMemoryView.from_dlpack,
+                                     StridedMemoryView.from_any_interface]),
+    }  # fmt: skip
+    for name, (call, readers) in doors.items():
+        cls = _producer(name, call)
+        for error in (RuntimeError("boom"), KeyError("k"), ZeroDivisionError("z")):
+            for reader in readers:
+                note((name, error, reader.__name__))
+                args = () if reader == StridedMemoryView.from_array_interface else (-1,)
+                exc = refused(reader, cls(error), *args, classes=(BufferError,))
+                check(name.strip("_") in str(exc) and type(error).__name__ in str(exc),
+                      f"{reader.__name__} of a raising {name}: {exc}")  # fmt: skip
+        refused(layoutkit.copy, np.zeros(2), cls(RuntimeError("boom")))
+
+
 cases.export(globals())

@@ -203,9 +203,31 @@ def huge_python_integers_everywhere():
             assert str(huge) in str(exc) or "int64" in str(exc), exc
         else:
             raise AssertionError("accepted")
-    # huge but meaningful: clamped slices, a huge max_itemsize and data pointer
+    # huge but meaningful: clamped slices and a huge max_itemsize (not a huge data pointer:
+    # no address is beyond 2**64; see data_pointers_outside_the_address_space)
     assert L[-huge:huge:huge, ::-huge].shape == (1, 1, 4)
-    assert L.max_compatible_itemsize(huge, data_ptr=huge) == 16
+    assert L.max_compatible_itemsize(huge, data_ptr=2**64 - 16) == 16
+
+
+@case
+def data_pointers_outside_the_address_space():
+    """repacked and max_compatible_itemsize took any Python int as data_ptr: 2**64, 2**70
+    and -2**70 were read modulo the itemsize (a layout for an address that cannot exist)
+    and -1 reached the alignment message. cuda.core's uintptr_t raises OverflowError."""
+    A = StridedLayout.dense((4, 8), 2)
+    for ptr in (2**64, 2**70, -1, -(2**70), np.int64(-8), 2**200):
+        for call in (lambda p: A.repacked(4, data_ptr=p),
+                     lambda p: A.max_compatible_itemsize(16, data_ptr=p),
+                     lambda p: A.repacked(2, data_ptr=p)):  # fmt: skip
+            with raises(OverflowError, "data_ptr", str(int(ptr))):
+                call(ptr)
+    for ptr in (8.0, True, False, np.float64(8), "8", None, 1 + 0j):
+        for call in (lambda p: A.repacked(4, data_ptr=p),
+                     lambda p: A.max_compatible_itemsize(16, data_ptr=p)):  # fmt: skip
+            with raises(TypeError, "data_ptr"):
+                call(ptr)
+    assert A.repacked(4, data_ptr=np.uint64(2**64 - 4)).itemsize == 4
+    assert A.max_compatible_itemsize(16, data_ptr=np.int64(8)) == 8
 
 
 # ------------------------------------------------------------------------- sequences

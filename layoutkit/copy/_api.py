@@ -157,6 +157,10 @@ def copy(dst, src, stream=None):
     >>> b.tolist()
     [[1, 1], [1, 1], [1, 1]]
     """
+    if stream is not None:  # refused before anything is imported or copied, host copies too
+        from layoutkit import _driver
+
+        _driver.stream_handle(stream)
     dst = as_copy_view(dst, "dst", stream)
     src = as_copy_view(src, "src", stream)
     dst_layout, src_own_layout = dst.layout, src.layout

@@ -351,7 +351,7 @@ def plan_copy(dst_layout, src_layout, dst_ptr=0, src_ptr=0, dst_on_device=False,
     OverflowError
         When a pointer is outside ``[0, 2**64)``.
     """
-    check_layouts(dst_layout, src_layout)
+    dst_layout, src_layout = check_layouts(dst_layout, src_layout)
     return planned(
         dst_layout, src_layout, _address(dst_ptr, "dst_ptr"), _address(src_ptr, "src_ptr"),
         dst_on_device, src_on_device,
@@ -361,12 +361,17 @@ def plan_copy(dst_layout, src_layout, dst_ptr=0, src_ptr=0, dst_on_device=False,
 def check_layouts(dst_layout, src_layout):
     """Refuse two layouts no copy exists for: other types, itemsizes or shapes, or an
     aliasing destination (a copy's source is broadcast to the destination's shape first).
+
+    Returns both as plain ``StridedLayout`` objects, read from their slots: a subclass's
+    properties may lie (``shape``, ``volume``, ``is_unique``); the checks and the plan use
+    the values its constructor checked.
     """
-    from layoutkit.layout import StridedLayout
+    from layoutkit.layout import StridedLayout, plain_layout
 
     for name, layout in (("dst_layout", dst_layout), ("src_layout", src_layout)):
         if not isinstance(layout, StridedLayout):
             raise TypeError(f"{name} must be a StridedLayout, got {type(layout).__name__}")
+    dst_layout, src_layout = plain_layout(dst_layout), plain_layout(src_layout)
     if dst_layout.itemsize != src_layout.itemsize:
         raise TypeError(
             f"dst itemsize {dst_layout.itemsize} and src itemsize {src_layout.itemsize} differ; "
@@ -382,6 +387,7 @@ def check_layouts(dst_layout, src_layout):
             f"dst layout is not unique (shape {dst_layout.shape}, strides "
             f"{dst_layout._strides}): a broadcast destination cannot be written"
         )
+    return dst_layout, src_layout
 
 
 def _address(ptr, name):

@@ -104,7 +104,11 @@ def read_cuda_array_interface(obj, stream_ptr):
         interface = obj.__cuda_array_interface__
     except AttributeError:
         raise TypeError(f"{type(obj).__name__} object has no __cuda_array_interface__") from None
-    stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
+    except Exception as exc:  # the producer's own failure: it exports nothing
+        raise BufferError(
+            f"{type(obj).__name__}.__cuda_array_interface__ raised {type(exc).__name__}: {exc}"
+        ) from exc
+    stream = consumer_stream(stream_ptr)
     if stream is None:
         raise BufferError(
             "stream_ptr=None: stream=None is ambiguous for __cuda_array_interface__; pass the consumer "

@@ -29,7 +29,7 @@ import operator
 import struct
 import sys
 
-from .._driver import HOST, Location
+from .._driver import HOST, Location, _shown
 from .._dtypes import from_dlpack_dtype
 from ._native import (
     BYTES_DATA,
@@ -62,6 +62,8 @@ __all__ = [
     "read_extents",
     "tensor_record",
     "versioned_tensor",
+    "refuse_copy",
+    "requested_device",
     "wants_versioned",
 ]
 
@@ -155,18 +157,86 @@ def consumer_stream(stream_ptr):
     """
     if stream_ptr is None:
         return None
-    if type(stream_ptr) is not bool and hasattr(type(stream_ptr), "__index__"):
-        stream = operator.index(stream_ptr)
-        if stream == -1:
-            return -1
-    from .._driver import stream_handle
+    if type(stream_ptr) is int and -1 <= stream_ptr < _STREAM_LIMIT:
+        return stream_ptr
+    from .._driver import _shown, stream_handle
 
     try:
+        if type(stream_ptr) is not bool and hasattr(type(stream_ptr), "__index__"):
+            stream = operator.index(stream_ptr)
+            if stream == -1:
+                return -1
         return stream_handle(stream_ptr)
-    except (TypeError, ValueError):
+    except Exception as exc:
         raise TypeError(
-            f"stream_ptr={stream_ptr!r} must be a stream handle (int), -1 or None"
-        ) from None
+            f"stream_ptr={_shown(stream_ptr)} must be a stream handle (an int in "
+            f"[0, 2**64) or a stream object), -1 or None ({exc})"
+        ) from exc
+
+
+_STREAM_LIMIT = 2**64  # stream handles are in [0, 2**64); -1 means no synchronisation
+
+
+def refuse_copy(copy, what):
+    """Check ``__dlpack__``'s ``copy``: ``None`` / ``False`` export without a copy; ``True``
+    raises ``BufferError`` (layoutkit exports its memory, never a copy), naming ``what``.
+
+    Raises
+    ------
+    TypeError
+        For anything but ``None`` and a bool (NumPy's included), naming the value.
+
+    Examples
+    --------
+    >>> refuse_copy(None, "view"), refuse_copy(False, "view")
+    (None, None)
+    >>> refuse_copy("no", "view")
+    Traceback (most recent call last):
+    ...
+    TypeError: copy must be None, True or False, got 'no' of type str
+    """
+    if copy is None or copy is False:
+        return None
+    kind = type(copy)
+    if kind is not bool and not (kind.__module__ == "numpy" and kind.__name__ in _NUMPY_BOOLS):
+        raise TypeError(
+            f"copy must be None, True or False, got {_shown(copy)} of type {kind.__name__}"
+        )
+    if copy:
+        raise BufferError(f"copy={copy!r}: a {what} exports its memory without a copy")
+    return None
+
+
+_NUMPY_BOOLS = ("bool", "bool_")  # numpy.bool (2.x) and numpy.bool_, without importing NumPy
+
+
+def requested_device(dl_device):
+    """``__dlpack__``'s ``dl_device`` as a ``(device_type, device_id)`` tuple of ints, or None.
+
+    Raises
+    ------
+    TypeError
+        For anything but ``None`` or a pair (tuple or list) of integers, naming the value.
+
+    Examples
+    --------
+    >>> requested_device(None), requested_device((1, 0)), requested_device([2, 1])
+    (None, (1, 0), (2, 1))
+    >>> requested_device(5)
+    Traceback (most recent call last):
+    ...
+    TypeError: dl_device must be None or a (device_type, device_id) tuple of ints, got 5 of type int
+    """
+    if dl_device is None:
+        return None
+    if type(dl_device) in (tuple, list) and len(dl_device) == 2:
+        device_type, device_id = index_entry(dl_device[0]), index_entry(dl_device[1])
+        if device_type is not None and device_id is not None:
+            return (device_type, device_id)
+    raise TypeError(
+        "dl_device must be None or a (device_type, device_id) tuple of ints, got "
+        f"{_shown(dl_device)} of type {type(dl_device).__name__}"
+    )
 
 
 def wants_versioned(max_version):
@@ -215,7 +285,7 @@ def producer_stream(device_type, stream_ptr):
     >>> producer_stream(2, 0)  # the legacy default stream, as DLPack numbers it
     1
     """
-    stream = stream_ptr if type(stream_ptr) is int else consumer_stream(stream_ptr)
+    stream = consumer_stream(stream_ptr)
     if device_type == kDLCPU:
         return None
     if device_type == kDLCUDA:
@@ -276,7 +346,14 @@ def import_dlpack(obj, stream_ptr):
     ImportRecord
         Its owner is the consumed tensor, whose deleter runs once, when the owner dies.
     """
-    device = obj.__dlpack_device__()
+    try:
+        device = obj.__dlpack_device__()
+    except (TypeError, ValueError, BufferError):
+        raise
+    except Exception as exc:  # the producer's own failure: it exports nothing
+        raise BufferError(
+            f"{type(obj).__name__}.__dlpack_device__() raised {type(exc).__name__}: {exc}"
+        ) from exc
     try:
         device_type, _ = device
     except (TypeError, ValueError):
@@ -286,9 +363,16 @@ def import_dlpack(obj, stream_ptr):
         ) from None
     stream = producer_stream(device_type, stream_ptr)
     try:
-        capsule = obj.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
-    except TypeError:  # a producer from before DLPack 1.0 knows no max_version
-        capsule = obj.__dlpack__(stream=stream)
+        try:
+            capsule = obj.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
+        except TypeError:  # a producer from before DLPack 1.0 knows no max_version
+            capsule = obj.__dlpack__(stream=stream)
+    except (TypeError, ValueError, BufferError):
+        raise
+    except Exception as exc:  # the producer's own failure: it exports nothing
+        raise BufferError(
+            f"{type(obj).__name__}.__dlpack__() raised {type(exc).__name__}: {exc}"
+        ) from exc
     return tensor_record(consume_capsule(capsule), obj)
 
 

@@ -271,6 +271,8 @@ def read_array_interface(obj):
         interface = obj.__array_interface__
     except AttributeError:
         return _buffer_record(obj, f"{type(obj).__name__} object")
+    except Exception as exc:  # the producer's own failure: it exports nothing
+        raise BufferError(f"{what} raised {type(exc).__name__}: {exc}") from exc
     check_interface(interface, "__array_interface__", obj)
     dtype = interface_dtype(interface, what)
     shape = int_entries(interface["shape"], "shape", what)

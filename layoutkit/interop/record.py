@@ -119,7 +119,9 @@ def _element_strides(strides, itemsize):
 def _build(shape, strides, itemsize, strides_in_bytes):
     divide = False
     if strides_in_bytes and strides is not None:
-        divided = _element_strides(strides, itemsize)
+        # strides of another length than the shape stay as given, so that the layout's
+        # check quotes the strides the producer gave (not their quotients)
+        divided = _element_strides(strides, itemsize) if len(strides) == len(shape) else None
         if divided is None:
             divide = True  # the layout's checks name what is wrong
         else:
