@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every `cuda`-marked test on the device machine, in parallel processes, with one log each.
+# Every `cuda`-marked test on the device machine, in parallel processes, with one log each,
+# and the producer tests that need the image's torch, CuPy and JAX.
 # A cold run is mostly kernel compilation (one core per process), so the copy tests are
 # split by case family and run side by side; a fault that poisons one CUDA context fails
 # only its own group. Usage from the repository root, after the numpy wheel is installed:
@@ -16,20 +17,22 @@ group() {  # group NAME PYTEST-ARGS...: one pytest process in the background
     local name=$1
     shift
     (
-        timeout "$limit" python3 -m pytest -m cuda -q -p no:cacheprovider -rfEs \
+        timeout "$limit" python3 -m pytest -q -p no:cacheprovider -rfEs \
             -W ignore::numba.core.errors.NumbaPerformanceWarning "$@" > "$out/$name.log" 2>&1
         echo "exit $? after $(( $(date +%s) - start ))s" >> "$out/$name.log"
     ) &
 }
 
-group views --ignore="$copy" tests
-group copy_random "$copy" -k test_random_layouts
-group generator_device "$copy" -k "test_generator_layouts and device-device"
-group generator_other "$copy" -k "test_generator_layouts and not device-device"
+group views -m cuda --ignore="$copy" tests
+# not cuda-marked, but torch, CuPy and JAX are installed on the GPU image only
+group producers -m "not cuda" tests/test_interop_producers.py tests/test_dlpack.py
+group copy_random -m cuda "$copy" -k test_random_layouts
+group generator_device -m cuda "$copy" -k "test_generator_layouts and device-device"
+group generator_other -m cuda "$copy" -k "test_generator_layouts and not device-device"
 for itemsize in 1 2 3 4 8 12 16; do
-    group "named_$itemsize" "$copy" -k "test_named_layouts and -$itemsize]"
+    group "named_$itemsize" -m cuda "$copy" -k "test_named_layouts and -$itemsize]"
 done
-group copy_other "$copy" -k "not test_random_layouts and not test_generator_layouts and not test_named_layouts"
+group copy_other -m cuda "$copy" -k "not test_random_layouts and not test_generator_layouts and not test_named_layouts"
 wait
 
 echo "== cuda tests, $(( $(date +%s) - start ))s (logs in $out)"
