@@ -154,9 +154,8 @@ def test_buffer_protocol_objects(obj):
         np.array(["ab", "c"]),
         np.array(["2020-01-01", "2021-06-30"], "M8[D]")[::-1],
         np.arange(6, dtype=">i4").reshape(2, 3).T,
-        np.matrix([[1, 2], [3, 4]]),
     ],
-    ids=["recarray", "strings", "datetimes", "big-endian", "matrix"],
+    ids=["recarray", "strings", "datetimes", "big-endian"],
 )
 def test_any_interface_reads_numpy_dtypes_dlpack_has_no_code_for(array):
     """DLPack carries numbers only; a NumPy array (subclass or not) of any plain dtype is
