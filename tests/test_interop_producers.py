@@ -18,6 +18,7 @@ import pytest
 from helpers.producers import DLTensor, Producer
 
 from layoutkit import StridedLayout, StridedMemoryView
+from layoutkit._dtypes import is_ml_dtype
 from layoutkit.interop import dlpack, exchange, fastpaths
 
 
@@ -319,6 +320,43 @@ def test_jax_round_trip(jnp, shape):
     np.testing.assert_array_equal(np.asarray(view), np.asarray(x))
     back = jnp.from_dlpack(StridedMemoryView.from_array_interface(np.asarray(view).copy()))
     np.testing.assert_array_equal(np.asarray(back), np.asarray(x))
+
+
+_JAX_DTYPES = ("bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16",
+               "bfloat16", "float32", "complex64", "float8_e4m3fn", "float8_e5m2",
+               "float8_e4m3b11fnuz", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e3m4",
+               "float8_e4m3", "float8_e8m0fnu")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", _JAX_DTYPES)
+def test_jax_dtypes_are_read_only_views_of_the_same_bytes(jnp, name):
+    """JAX arrays are immutable: views are read-only, as numpy.asarray(array) is."""
+    if not hasattr(jnp, name):
+        pytest.skip(f"this JAX has no {name}")
+    x = jnp.arange(6).astype(getattr(jnp, name)).reshape(2, 3)
+    expected = np.asarray(x)
+    for door in (StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface):
+        view = door(x)
+        assert view.readonly and view.dtype == expected.dtype and view.shape == (2, 3)
+        got = np.asarray(view)
+        assert not got.flags.writeable and got.tobytes() == expected.tobytes()
+        if not is_ml_dtype(expected.dtype):  # NumPy's from_dlpack knows no ml_dtypes types
+            assert np.from_dlpack(view).tobytes() == expected.tobytes()
+    import layoutkit
+
+    with pytest.raises(ValueError, match="read-only"):
+        layoutkit.copy(x, np.zeros((2, 3), expected.dtype))
+    assert np.asarray(x).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("name", ["int4", "uint4", "int2", "uint2", "float4_e2m1fn"])
+def test_jax_packed_sub_byte_arrays_are_refused(jnp, name):
+    """JAX either refuses to export them or exports them packed: never read as bytes."""
+    if not hasattr(jnp, name):
+        pytest.skip(f"this JAX has no {name}")
+    x = jnp.arange(4).astype(getattr(jnp, name))
+    with pytest.raises((BufferError, ValueError), match="DLPack|sub-byte"):
+        StridedMemoryView.from_any_interface(x)
 
 
 def test_jax_takes_the_dlpack_route(jnp):

@@ -18,7 +18,8 @@ torch.Tensor   DLPack 1.3's C exchange API, found on the type, read as a borrowe
 cupy.ndarray   its attributes (``data.ptr``, ``shape``, ``strides``, ``dtype``,
                ``__dlpack_device__()``), the current CuPy stream ordered before the
                consumer's as CuPy's ``__dlpack__`` would
-jax.Array      DLPack, the route JAX documents (``__dlpack__``)
+jax.Array      DLPack, the route JAX documents (``__dlpack__``); read-only (JAX arrays
+               are immutable), and a deleted array is refused
 a view         its own record (registered by :mod:`layoutkit.memoryview`)
 ============== ===================================================================
 
@@ -128,7 +129,24 @@ def _cupy(array, stream_ptr, dlpack_only):
 
 
 def _jax(array, stream_ptr, dlpack_only):
-    return import_dlpack(array, stream_ptr)
+    # JAX arrays are immutable (one buffer may back several arrays and compiled constants):
+    # their views are read-only, as numpy.asarray(array) is. JAX exports legacy capsules,
+    # which cannot say so.
+    is_deleted = getattr(type(array), "is_deleted", None)
+    if is_deleted is not None and _deleted(is_deleted, array):
+        raise BufferError(
+            f"the JAX array ({type(array).__name__}) was deleted (Array.delete() or a "
+            "donation): it has no memory to view"
+        )
+    record = import_dlpack(array, stream_ptr)
+    return record if record.readonly else record._replace(readonly=True)
+
+
+def _deleted(is_deleted, array):
+    try:
+        return is_deleted(array) is True
+    except Exception:  # noqa: BLE001 (the protocol's own errors are then raised)
+        return False
 
 
 _readers = {np.ndarray: _numpy}
