@@ -244,7 +244,7 @@ def dlpack_byte_offset_is_honoured():
 
 
 # ------------------------------------------------------------------ DLPack 1.3's exchange API
-def _exchange_type(module, managed=None, dltensor=None, bases=()):
+def _exchange_type(module, managed=None, dltensor=None, bases=(), attributes=None):
     """A tensor type in ``module`` whose ``__dlpack_c_exchange_api__`` table holds these
     Python functions (``fn(obj, out)`` returning the C status) as ctypes callbacks."""
     import ctypes
@@ -261,7 +261,7 @@ def _exchange_type(module, managed=None, dltensor=None, bases=()):
     name = ctypes.create_string_buffer(b"dlpack_exchange_api\0")
     capsule = dlpack._new_capsule(ctypes.addressof(table), ctypes.addressof(name), None)
     kind = type("Tensor", bases, {"__dlpack_c_exchange_api__": capsule,
-                                  "_keep": (callbacks, table, name)})  # fmt: skip
+                                  "_keep": (callbacks, table, name), **(attributes or {})})  # fmt: skip
     kind.__module__ = module
     return kind
 
@@ -288,16 +288,16 @@ def exchange_api_null_shape_or_null_managed_tensor():
     import sys
     import types
 
-    # torch's tensors take the borrowed path: a stand-in torch module, for this case only
+    # torch's own tensors take the borrowed path: a stand-in torch module, for this case only
     real = sys.modules.get("torch")
     torch = sys.modules["torch"] = types.ModuleType("torch")
-    torch.Tensor = type("Tensor", (), {
+    torch.Tensor = _exchange_type("torch", None, null_shape, attributes={
         "requires_grad": False, "is_conj": lambda self: False, "is_neg": lambda self: False,
+        "untyped_storage": lambda self: object(),
     })  # fmt: skip
     try:
         for what, kind in (
-            ("a borrowed DLTensor with ndim 2 and a NULL shape",
-             _exchange_type("torch", None, null_shape, (torch.Tensor,))),
+            ("a borrowed DLTensor with ndim 2 and a NULL shape", torch.Tensor),
             ("a NULL managed tensor reported as success", _exchange_type("lookalike", null_managed)),
             # not a torch.Tensor: its attributes (requires_grad, ...) are not read
             ("a look-alike torch type", _exchange_type("torch", None, null_shape)),

@@ -10,6 +10,7 @@ import gc
 import sys
 import tracemalloc
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from helpers.producers import DLTensor, Producer
 
 from layoutkit import StridedLayout, StridedMemoryView
+from layoutkit._dtypes import is_ml_dtype
 from layoutkit.interop import dlpack, exchange, fastpaths
 
 
@@ -114,20 +116,68 @@ def test_torch_bfloat16_both_ways(torch):
     assert back.dtype == torch.bfloat16 and torch.equal(back, t)
 
 
-def test_torch_view_keeps_the_tensor_alive(torch):
+def test_torch_view_keeps_the_tensor_memory_alive(torch):
+    """The tensor's storage is the owner: set_() / .data = cannot take the view's memory."""
     t = torch.arange(8.0)
-    alive = weakref.ref(t)
+    storage = weakref.ref(t.untyped_storage())
     view = StridedMemoryView.from_any_interface(t)
+    assert view.exporting_obj is t and isinstance(view.buffer.owner, torch.UntypedStorage)
     buffer = view.buffer
+    t.set_(torch.zeros(2))
     del t
     gc.collect()
-    assert alive() is not None and np.asarray(view)[7] == 7.0
+    assert storage() is not None and np.asarray(view)[7] == 7.0
     del view
     gc.collect()
-    assert alive() is not None  # the buffer still needs it
+    assert storage() is not None  # the buffer still needs it
     del buffer
     gc.collect()
-    assert alive() is None
+    assert storage() is None
+
+
+def test_torch_subclasses_are_read_through_their_protocol(torch):
+    """A subclass's __dlpack__ and __torch_function__ are honoured, and torch's refusals
+    (autograd, conjugate bit) and ours (negative bit) hold for subclasses too."""
+
+    class Sub(torch.Tensor):
+        pass
+
+    class Refusing(torch.Tensor):
+        def __dlpack__(self, *args, **kwargs):
+            raise BufferError("Refusing exports nothing")
+
+    assert fastpaths.reader_for(Sub).__name__ == "_torch_subclass"
+    plain = torch.arange(6.0).reshape(2, 3).t().as_subclass(Sub)
+    view = StridedMemoryView.from_any_interface(plain)
+    assert view.strides == (1, 3)
+    np.testing.assert_array_equal(np.asarray(view), plain.as_subclass(torch.Tensor).numpy())
+    conjugated = torch.tensor([1 + 2j, 3 - 4j]).conj()
+    for tensor, match in (
+        (torch.ones(2, requires_grad=True).as_subclass(Sub), "require gradient"),
+        (conjugated.as_subclass(Sub), "conjugate bit"),
+        (conjugated.imag.as_subclass(Sub), "negative bit"),
+        (torch.ones(2).as_subclass(Refusing), "exports nothing"),
+    ):  # fmt: skip
+        for door in (StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface):
+            with pytest.raises(BufferError, match=match):
+                door(tensor)
+
+
+def test_torch_tensors_dlpack_cannot_carry_are_buffer_errors(torch):
+    """torch's exchange functions raise RuntimeError with a C++ trace; we name the tensor."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensors are deprecated
+        quantized = torch.quantize_per_tensor(torch.ones(2), 0.1, 0, torch.qint8)
+    for tensor, match in (
+        (torch.zeros(2, dtype=torch.bits8), r"dtype torch\.bits8.*Bit types are not supported"),
+        (quantized, r"dtype torch\.qint8.*QUInt/QInt types are not supported"),
+        (torch.empty(2, device="meta"), r"device meta.*Cannot pack tensors on meta"),
+        (torch.eye(2).to_sparse(), "layout other than torch.strided"),
+    ):  # fmt: skip
+        for door in (StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface):
+            with pytest.raises(BufferError, match=match) as caught:
+                door(tensor)
+            assert "\n" not in str(caught.value)  # no C++ stack trace in the message
 
 
 def test_torch_writes_through_the_view_are_seen(torch):
@@ -161,6 +211,90 @@ def test_no_leak_over_100000_torch_imports(torch):
     assert growth < 64 * 1024, f"memory grew by {growth} bytes"
 
 
+_TORCH_DTYPES = ("bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32",
+                 "int64", "float16", "bfloat16", "float32", "float64", "complex64",
+                 "complex128", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                 "float8_e5m2fnuz", "float8_e8m0fnu")  # fmt: skip
+
+
+def _random_torch_tensor(torch, rng):
+    """A tensor of a random dtype over a random strided layout (torch.as_strided)."""
+    dtype = getattr(torch, rng.choice(_TORCH_DTYPES))
+    ndim = rng.choice([0, 1, 2, 2, 3, 4])
+    shape = [rng.choice([0, 1, 1, 2, 3, 5]) for _ in range(ndim)]
+    strides = [rng.choice([0, 1, 2, 3, 7, 64]) for _ in range(ndim)]
+    offset = rng.choice([0, 1, 17])
+    span = 1 + sum((e - 1) * s for e, s in zip(shape, strides) if e)
+    base = torch.randint(1, 100, (span + offset + 3,)).to(dtype)
+    return torch.as_strided(base, shape, strides, offset)
+
+
+def _as_numpy(torch, t):
+    """What the tensor holds, as NumPy (ml_dtypes for bfloat16 and float8) via float32."""
+    if t.dtype == torch.bfloat16 or "float8" in str(t.dtype):
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        return t.float().numpy().astype(getattr(ml_dtypes, str(t.dtype).removeprefix("torch.")))
+    return t.numpy()
+
+
+def test_torch_random_layouts_agree_with_torch_and_the_protocol(torch, monkeypatch):
+    """The exchange API and the __dlpack__ fallback give the same view, element by element
+    what torch holds; torch.from_dlpack / numpy.from_dlpack of the view alias it."""
+    import random
+
+    rng = random.Random(20261)
+    tensors = [_random_torch_tensor(torch, rng) for _ in range(300)]
+    fast = [(StridedMemoryView.from_dlpack(t), StridedMemoryView.from_any_interface(t))
+            for t in tensors]  # fmt: skip
+    monkeypatch.setitem(fastpaths._readers, torch.Tensor, None)
+    for t, (view, other) in zip(tensors, fast):
+        protocol = StridedMemoryView.from_dlpack(t)
+        for v in (other, protocol):
+            assert (v.shape, v.strides, v.dtype, v.readonly, v.device_id, v.size) == (
+                view.shape, view.strides, view.dtype, view.readonly, view.device_id, view.size
+            )  # fmt: skip
+        assert view.shape == tuple(t.shape)
+        assert view.readonly == (not StridedLayout(view.shape, view.strides, 1).is_unique)
+        if t.numel():
+            assert view.ptr == protocol.ptr == t.data_ptr() and view.strides == tuple(t.stride())
+        expected = _as_numpy(torch, t)
+        got = np.asarray(view)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert np.ascontiguousarray(got).tobytes() == np.ascontiguousarray(expected).tobytes()
+        back = torch.from_dlpack(view)
+        assert back.dtype == t.dtype and tuple(back.shape) == tuple(t.shape)
+        if t.numel():
+            assert back.data_ptr() == t.data_ptr() and back.stride() == t.stride()
+
+
+def test_torch_copies_agree_with_copy_(torch):
+    """layoutkit.copy between torch tensors (broadcast sources, strided destinations) does
+    what dst.copy_(src) does, and writes nothing outside the destination."""
+    import random
+
+    import layoutkit
+
+    rng = random.Random(7)
+    for _ in range(200):
+        dtype = getattr(torch, rng.choice(("float32", "int16", "uint8", "complex64", "bfloat16")))
+        shape = tuple(rng.choice([1, 2, 3, 4]) for _ in range(rng.randint(0, 3)))
+        big = torch.full(tuple(3 * e for e in shape), 99).to(dtype)
+        dst = big[tuple(slice(1, 1 + 2 * e, 2) for e in shape)]
+        if len(shape) >= 2 and rng.random() < 0.5:
+            dst = dst.transpose(0, 1)
+        src_shape = tuple(1 if rng.random() < 0.4 else e for e in dst.shape)
+        src = torch.randint(0, 50, src_shape).to(dtype)
+        if rng.random() < 0.5:
+            src = src.expand(tuple(dst.shape))
+        expected = big.clone()
+        expected_dst = expected[tuple(slice(1, 1 + 2 * e, 2) for e in shape)]
+        if dst.dim() >= 2 and dst.stride() != expected_dst.stride():
+            expected_dst = expected_dst.transpose(0, 1)
+        expected_dst.copy_(src)
+        layoutkit.copy(dst, src)
+        assert torch.equal(big, expected), (dtype, shape, src.shape, src.stride())
+
+
 def test_torch_cpu_streams_are_ignored_and_cuda_rules_kept(torch):
     t = torch.ones(3)
     for stream_ptr in (None, -1, 0):
@@ -186,6 +320,43 @@ def test_jax_round_trip(jnp, shape):
     np.testing.assert_array_equal(np.asarray(view), np.asarray(x))
     back = jnp.from_dlpack(StridedMemoryView.from_array_interface(np.asarray(view).copy()))
     np.testing.assert_array_equal(np.asarray(back), np.asarray(x))
+
+
+_JAX_DTYPES = ("bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16",
+               "bfloat16", "float32", "complex64", "float8_e4m3fn", "float8_e5m2",
+               "float8_e4m3b11fnuz", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e3m4",
+               "float8_e4m3", "float8_e8m0fnu")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", _JAX_DTYPES)
+def test_jax_dtypes_are_read_only_views_of_the_same_bytes(jnp, name):
+    """JAX arrays are immutable: views are read-only, as numpy.asarray(array) is."""
+    if not hasattr(jnp, name):
+        pytest.skip(f"this JAX has no {name}")
+    x = jnp.arange(6).astype(getattr(jnp, name)).reshape(2, 3)
+    expected = np.asarray(x)
+    for door in (StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface):
+        view = door(x)
+        assert view.readonly and view.dtype == expected.dtype and view.shape == (2, 3)
+        got = np.asarray(view)
+        assert not got.flags.writeable and got.tobytes() == expected.tobytes()
+        if not is_ml_dtype(expected.dtype):  # NumPy's from_dlpack knows no ml_dtypes types
+            assert np.from_dlpack(view).tobytes() == expected.tobytes()
+    import layoutkit
+
+    with pytest.raises(ValueError, match="read-only"):
+        layoutkit.copy(x, np.zeros((2, 3), expected.dtype))
+    assert np.asarray(x).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("name", ["int4", "uint4", "int2", "uint2", "float4_e2m1fn"])
+def test_jax_packed_sub_byte_arrays_are_refused(jnp, name):
+    """JAX either refuses to export them or exports them packed: never read as bytes."""
+    if not hasattr(jnp, name):
+        pytest.skip(f"this JAX has no {name}")
+    x = jnp.arange(4).astype(getattr(jnp, name))
+    with pytest.raises((BufferError, ValueError), match="DLPack|sub-byte"):
+        StridedMemoryView.from_any_interface(x)
 
 
 def test_jax_takes_the_dlpack_route(jnp):

@@ -127,7 +127,7 @@ class _Scratch(threading.local):
 
 
 _scratch = _Scratch()
-def exchange_record(obj, api, stream_ptr, borrow):
+def exchange_record(obj, api, stream_ptr, borrow, what=None):
     """Import ``obj`` through its type's exchange ``api``: an :class:`ImportRecord`.
 
     Parameters
@@ -137,24 +137,36 @@ def exchange_record(obj, api, stream_ptr, borrow):
     api : ExchangeAPI
     stream_ptr : int, None or stream object
         The consumer stream (``-1``: no ordering), with the rules of ``__dlpack__``.
-    borrow : bool
-        Read a borrowed DLTensor (``dltensor_from_py_object_no_sync``) and keep ``obj``
-        as the owner: for producers whose tensors are always writable and keep their
-        memory while alive (torch). Otherwise (or where that function is NULL) take an
-        owned managed tensor, which also carries the read-only and sub-byte flags.
+    borrow : bool or object
+        Read a borrowed DLTensor (``dltensor_from_py_object_no_sync``): for producers whose
+        tensors are always writable and whose memory something keeps while alive (torch).
+        The record's owner is ``borrow`` itself, or ``obj`` where it is ``True``.
+        Otherwise (``False``, or where that function is NULL) take an owned managed
+        tensor, which also carries the read-only and sub-byte flags.
+    what : callable or None
+        Makes the tensor's name for an error (default: its type's name).
 
     Raises
     ------
     BufferError
-        For an ambiguous stream, an unsupported device, or a producer that reports a
-        failure without an exception; the producer's own exceptions propagate.
+        For an ambiguous stream, an unsupported device, a producer that reports a
+        failure without an exception, or a producer whose function raised anything but
+        ``TypeError``, ``ValueError`` or ``BufferError`` (torch's ``RuntimeError`` for a
+        dtype, layout or device DLPack cannot carry): chained, naming the tensor. Those
+        three propagate, as they do from ``__dlpack__``.
     """
     scratch = _scratch
     from_py = api.dltensor_from_py_object
-    if borrow and from_py is not None:
+    if borrow is not False and from_py is not None:
         address = scratch.tensor_address
-        if from_py(obj, address):
-            raise BufferError(f"{type(obj).__name__}: dltensor_from_py_object_no_sync failed")
+        try:
+            failed = from_py(obj, address)
+        except (TypeError, ValueError, BufferError):
+            raise
+        except Exception as exc:
+            raise _producer_failure(obj, what, "dltensor_from_py_object_no_sync", exc) from exc
+        if failed:
+            raise BufferError(f"{_name(obj, what)}: dltensor_from_py_object_no_sync failed")
         data, device_type, device_id, ndim, code, bits, lanes, shape_at, strides_at, offset = (
             _TENSOR.unpack_from(MEMORY, address)
         )
@@ -163,10 +175,17 @@ def exchange_record(obj, api, stream_ptr, borrow):
         if device_type != kDLCPU or not (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
             _order_streams(api, device, stream_ptr)
         return fields_record(
-            data, offset, device, (code, bits, lanes), False, shape, strides, False, obj, obj
-        )
-    if api.managed_tensor_from_py_object(obj, scratch.pointer_address):
-        raise BufferError(f"{type(obj).__name__}: managed_tensor_from_py_object_no_sync failed")
+            data, offset, device, (code, bits, lanes), False, shape, strides, False, obj,
+            obj if borrow is True else borrow,
+        )  # fmt: skip
+    try:
+        failed = api.managed_tensor_from_py_object(obj, scratch.pointer_address)
+    except (TypeError, ValueError, BufferError):
+        raise
+    except Exception as exc:
+        raise _producer_failure(obj, what, "managed_tensor_from_py_object_no_sync", exc) from exc
+    if failed:
+        raise BufferError(f"{_name(obj, what)}: managed_tensor_from_py_object_no_sync failed")
     (address,) = _POINTER.unpack_from(MEMORY, scratch.pointer_address)
     tensor = dlpack.versioned_tensor(address, f"{type(obj).__name__}'s exchange API result")
     try:
@@ -175,6 +194,16 @@ def exchange_record(obj, api, stream_ptr, borrow):
         tensor._free()
         raise
     return dlpack.tensor_record(tensor, obj)
+
+
+def _name(obj, what):
+    return type(obj).__name__ if what is None else what()
+
+
+def _producer_failure(obj, what, function, exc):
+    """The BufferError for a producer's own exception (its first line: torch's add a C++ trace)."""
+    message = str(exc).strip().partition("\n")[0]
+    return BufferError(f"{_name(obj, what)}: {function} raised {type(exc).__name__}: {message}")
 
 
 def _order_streams(api, device, stream_ptr):

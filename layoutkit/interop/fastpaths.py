@@ -10,12 +10,16 @@ type           fast path
 numpy.ndarray  its attributes (``shape``, ``strides``, ``dtype``, ``flags``) and
                data pointer (see :mod:`~layoutkit.interop._native`)
 torch.Tensor   DLPack 1.3's C exchange API, found on the type, read as a borrowed
-               DLTensor (other types with ``__dlpack_c_exchange_api__`` take an owned
-               managed tensor through it, which carries the read-only flag)
+               DLTensor kept alive by the tensor's storage (``torch.Tensor`` and
+               ``torch.nn.Parameter`` only: a subclass's ``__dlpack__`` and
+               ``__torch_function__`` are honoured, through the protocol; other types
+               with ``__dlpack_c_exchange_api__`` take an owned managed tensor through
+               it, which carries the read-only flag)
 cupy.ndarray   its attributes (``data.ptr``, ``shape``, ``strides``, ``dtype``,
                ``__dlpack_device__()``), the current CuPy stream ordered before the
                consumer's as CuPy's ``__dlpack__`` would
-jax.Array      DLPack, the route JAX documents (``__dlpack__``)
+jax.Array      DLPack, the route JAX documents (``__dlpack__``); read-only (JAX arrays
+               are immutable), and a deleted array is refused
 a view         its own record (registered by :mod:`layoutkit.memoryview`)
 ============== ===================================================================
 
@@ -60,19 +64,49 @@ def _torch_reader(api):
         # bits; __dlpack__ refuses the first two, and exports the third as if it were unset
         if tensor.requires_grad or tensor.is_conj():
             return None  # torch's own refusal
-        if tensor.is_neg():
-            raise BufferError(
-                "the torch tensor has its negative bit set (its memory holds the values "
-                "negated); call tensor.resolve_neg() first"
-            )
-        return exchange_record(tensor, api, stream_ptr, True)
+        _refuse_negative(tensor)
+        # the storage, not the tensor, keeps the memory: tensor.set_() and tensor.data = ...
+        # give the tensor other memory and free this one unless someone else holds it
+        # (resizing the storage in place frees it under every DLPack consumer: torch's rule)
+        try:
+            storage = tensor.untyped_storage()
+        except Exception:  # noqa: BLE001 (sparse and other layouts: torch's __dlpack__ refuses)
+            return None
+        return exchange_record(tensor, api, stream_ptr, storage, lambda: _torch_name(tensor))
 
     return _torch
 
 
+def _torch_subclass_reader(torch_dlpack):
+    def _torch_subclass(tensor, stream_ptr, dlpack_only):
+        # a subclass may redefine __dlpack__ or __torch_function__ (which torch's own
+        # __dlpack__ honours and the exchange functions bypass): the protocol decides
+        if type(tensor).__dlpack__ is torch_dlpack:
+            _refuse_negative(tensor)
+        return None
+
+    return _torch_subclass
+
+
+def _refuse_negative(tensor):
+    if tensor.is_neg():
+        raise BufferError(
+            "the torch tensor has its negative bit set (its memory holds the values "
+            "negated); call tensor.resolve_neg() first"
+        )
+
+
+def _torch_name(tensor):
+    """How errors name a torch tensor: its dtype, layout and device (formatted on error)."""
+    try:
+        return f"torch.Tensor (dtype {tensor.dtype}, layout {tensor.layout}, device {tensor.device})"
+    except Exception:  # noqa: BLE001 (a name for a message only)
+        return "torch.Tensor"
+
+
 def _exchange_reader(api):
     def _exchange(obj, stream_ptr, dlpack_only):
-        return exchange_record(obj, api, stream_ptr, False)
+        return exchange_record(obj, api, stream_ptr, False, None)
 
     return _exchange
 
@@ -95,7 +129,24 @@ def _cupy(array, stream_ptr, dlpack_only):
 
 
 def _jax(array, stream_ptr, dlpack_only):
-    return import_dlpack(array, stream_ptr)
+    # JAX arrays are immutable (one buffer may back several arrays and compiled constants):
+    # their views are read-only, as numpy.asarray(array) is. JAX exports legacy capsules,
+    # which cannot say so.
+    is_deleted = getattr(type(array), "is_deleted", None)
+    if is_deleted is not None and _deleted(is_deleted, array):
+        raise BufferError(
+            f"the JAX array ({type(array).__name__}) was deleted (Array.delete() or a "
+            "donation): it has no memory to view"
+        )
+    record = import_dlpack(array, stream_ptr)
+    return record if record.readonly else record._replace(readonly=True)
+
+
+def _deleted(is_deleted, array):
+    try:
+        return is_deleted(array) is True
+    except Exception:  # noqa: BLE001 (the protocol's own errors are then raised)
+        return False
 
 
 _readers = {np.ndarray: _numpy}
@@ -118,11 +169,14 @@ def reader_for(kind):
         reader = _cupy  # CuPy's own class only: a look-alike's attributes are not trusted
     elif package in ("jax", "jaxlib") and hasattr(kind, "__dlpack__"):
         reader = _jax
+    elif (torch := _torch_of(kind)) is not None and kind is not torch.Tensor and kind is not (
+        getattr(getattr(torch, "nn", None), "Parameter", None)
+    ):
+        # a subclass's __dlpack__ / __torch_function__ are honoured: the protocol reads it
+        reader = _torch_subclass_reader(torch.Tensor.__dlpack__)
     elif (api := exchange_api(kind)) is not None:
         # torch's own tensors only are borrowed: a look-alike's attributes are not trusted
-        torch = sys.modules.get("torch") if package == "torch" else None
-        is_torch = torch is not None and issubclass(kind, getattr(torch, "Tensor", ()))
-        reader = (_torch_reader if is_torch else _exchange_reader)(api)
+        reader = (_exchange_reader if torch is None else _torch_reader)(api)
     else:
         reader = None
     if len(_readers) >= 256:
@@ -130,6 +184,15 @@ def reader_for(kind):
         _readers.update(_registered)
     _readers[kind] = reader
     return reader
+
+
+def _torch_of(kind):
+    """The torch module where ``kind`` is ``torch.Tensor`` or a subclass of it, else None."""
+    torch = sys.modules.get("torch")
+    tensor_type = getattr(torch, "Tensor", None) if torch is not None else None
+    if not isinstance(tensor_type, type) or tensor_type not in getattr(kind, "__mro__", ()):
+        return None
+    return torch
 
 
 def fast_record(obj, stream_ptr, dlpack_only):
