@@ -693,7 +693,8 @@ class StridedMemoryView:
         BufferError
             Without a dtype, for a dtype DLPack cannot carry, for ``copy=True``, for
             another ``dl_device`` (a host-accessible view may be asked for ``(1, 0)``,
-            the CPU), for a read-only view asked for a legacy capsule, for a
+            the CPU), for a read-only view asked for a legacy capsule (unless its
+            memory came through one and it does not alias: JAX's arrays), for a
             ``max_version`` tuple that is not ``(major, minor)``, or for a closed buffer.
         TypeError
             When ``max_version`` is not a tuple.
@@ -712,7 +713,7 @@ class StridedMemoryView:
             device = _CPU_DEVICE  # pinned or managed memory, read as host memory
         if stream is not None:
             _dlpack.consumer_stream(stream)
-        if record.readonly and not versioned:
+        if record.readonly and not versioned and not _legacy_memory(record):
             raise BufferError(
                 "a read-only view needs a versioned DLPack capsule (max_version >= (1, 0)); "
                 "the legacy protocol cannot mark data read-only"
@@ -931,6 +932,22 @@ def _made(cls, record, location, buffer):
 
 _new_object = object.__new__
 _ndarray = np.ndarray
+
+
+def _legacy_memory(record):
+    """Whether a read-only view may still go out in a legacy DLPack capsule.
+
+    Its memory came in through a legacy capsule (as JAX exports its immutable arrays),
+    whose producer gives it to any consumer without a read-only flag: a legacy export
+    of a view that does not alias widens nobody's access, and lets such arrays round
+    trip (``jax.dlpack.from_dlpack(view)`` asks for a legacy capsule).
+    """
+    owner = record.owner
+    return (
+        type(owner) is _dlpack.ImportedTensor
+        and not owner.versioned
+        and record.layout.is_unique
+    )
 
 
 def _element(dtype, address):

@@ -320,6 +320,27 @@ def test_jax_round_trip(jnp, shape):
     np.testing.assert_array_equal(np.asarray(view), np.asarray(x))
     back = jnp.from_dlpack(StridedMemoryView.from_array_interface(np.asarray(view).copy()))
     np.testing.assert_array_equal(np.asarray(back), np.asarray(x))
+    # the view is read-only (JAX arrays are immutable) and still goes back to JAX in the
+    # legacy capsule JAX asks for: its memory came out of JAX the same way
+    assert view.readonly
+    direct = jnp.from_dlpack(view)
+    np.testing.assert_array_equal(np.asarray(direct), np.asarray(x))
+    if x.size:
+        assert direct.unsafe_buffer_pointer() == x.unsafe_buffer_pointer()
+
+
+def test_legacy_exports_of_read_only_views_stay_refused_elsewhere(jnp):
+    """The JAX exception is for memory that came in through a legacy capsule and a view
+    that does not alias; read-only NumPy memory and broadcasts still need a versioned
+    capsule."""
+    view = StridedMemoryView.from_any_interface(jnp.arange(4.0, dtype=jnp.float32))
+    broadcast = view.view(view.layout.broadcast_to((3, 4)))
+    frozen = np.arange(4.0)
+    frozen.flags.writeable = False
+    for refused in (broadcast, StridedMemoryView.from_any_interface(frozen)):
+        with pytest.raises(BufferError, match="needs a versioned DLPack capsule"):
+            refused.__dlpack__()
+        assert np.from_dlpack(refused).shape == refused.shape  # versioned: fine
 
 
 _JAX_DTYPES = ("bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float16",
