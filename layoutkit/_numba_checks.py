@@ -63,6 +63,7 @@ REACHES_BEFORE_BUFFER = 24
 REACHES_PAST_BUFFER = 25
 SIZE_OVERFLOW = 26
 NOT_UNIQUE_WRITABLE = 27
+DATA_PTR_OUT_OF_RANGE = 28
 
 
 _MESSAGES = {
@@ -98,6 +99,7 @@ _MESSAGES = {
     REACHES_BEFORE_BUFFER: (ValueError, "the layout reaches before the view's buffer"),
     REACHES_PAST_BUFFER: (ValueError, "the layout reaches past the end of the view's buffer"),
     SIZE_OVERFLOW: (OverflowError, "the size in bytes does not fit in int64"),
+    DATA_PTR_OUT_OF_RANGE: (OverflowError, "data_ptr must be an address in [0, 2**64)"),
     NOT_UNIQUE_WRITABLE: (
         ValueError,
         "the layout is not unique (a broadcast) and the view is writable: pass a read-only "

@@ -239,6 +239,55 @@ def _int64_values(context, builder, value, typ):
     return [context.cast(builder, v, t, types.int64) for v, t in zip(items, typ, strict=True)]
 
 
+def _below_zero(value):
+    """Whether an integer argument is negative (never for an unsigned type, whose values
+    beyond 2**63 an int64 comparison would read as negative)."""
+    return value < 0
+
+
+@overload(_below_zero)
+def _below_zero_impl(value):
+    if isinstance(value, types.Integer) and not value.signed:
+        return lambda value: False
+    return lambda value: value < 0
+
+
+@intrinsic
+def _axes_tuple(typingctx, values):
+    """Axes (an integer tuple, or one integer) as a ``UniTuple(int64)``.
+
+    As ``_int64_tuple``, except that an unsigned 64-bit axis of 2**63 or more becomes
+    the largest int64 (out of range for every layout, as it is in Python) instead of
+    wrapping around to a negative axis that may be valid.
+    """
+    if isinstance(values, types.Integer):
+        entry_types = (values,)
+    elif _is_int_tuple(values):
+        entry_types = tuple(values)
+    else:
+        return None
+
+    def codegen(context, builder, sig, args):
+        arg_type = sig.args[0]
+        items = (
+            cgutils.unpack_tuple(builder, args[0], len(arg_type))
+            if isinstance(arg_type, types.BaseTuple)
+            else [args[0]]
+        )
+        int64 = ir.IntType(64)
+        largest = ir.Constant(int64, 2**63 - 1)
+        values = []
+        for value, typ in zip(items, entry_types, strict=True):
+            cast = context.cast(builder, value, typ, types.int64)
+            if not typ.signed and typ.bitwidth >= 64:
+                beyond = builder.icmp_signed("<", cast, ir.Constant(int64, 0))
+                cast = builder.select(beyond, largest, cast)
+            values.append(cast)
+        return context.make_tuple(builder, sig.return_type, values)
+
+    return _int_tuple(len(entry_types))(values), codegen
+
+
 @intrinsic
 def _int64_tuple(typingctx, values):
     """An integer tuple of any entry types, or one integer, as a ``UniTuple(int64)``."""
@@ -429,7 +478,7 @@ def _no_order(stride_order, n, out, base):
 
 @register_jitable
 def _given_order(stride_order, n, out, base):
-    return _permutation_into(_int64_tuple(stride_order), n, out, base)
+    return _permutation_into(_axes_tuple(stride_order), n, out, base)
 
 
 def _order_kind(stride_order, n, allow_k):
@@ -878,7 +927,7 @@ def _permuted(layout, axis_order):
     def impl(layout, axis_order):
         out = _stack_int64(n2)
         _raise_permuted(
-            _permute_into(layout, _int64_tuple(axis_order), _stack_int64(n2), _stack_int64(n), out)
+            _permute_into(layout, _axes_tuple(axis_order), _stack_int64(n2), _stack_int64(n), out)
         )
         return make_layout(
             _tuple_from(out, 0, n), _tuple_from(out, n, n), layout.itemsize, layout.slice_offset
@@ -1108,7 +1157,7 @@ def _unsqueezed(layout, axis):
 
     def impl(layout, axis):
         out = _stack_int64(m2)
-        _raise_unsqueezed(_unsqueeze_into(layout, _int64_tuple(axis), _stack_int64(n2), out))
+        _raise_unsqueezed(_unsqueeze_into(layout, _axes_tuple(axis), _stack_int64(n2), out))
         return make_layout(
             _tuple_from(out, 0, m), _tuple_from(out, m, m), layout.itemsize, layout.slice_offset
         )
@@ -1135,11 +1184,14 @@ def _repack_into(layout, itemsize, data_ptr, axis, lay, out):
     """
     n = len(layout.shape)
     old = layout.itemsize
+    axis = _axes_tuple(axis)[0]  # int64 (an unsigned axis made arithmetic float64)
     _pack(layout, lay)
     _pack(layout, out)
     status = _itemsize_status(itemsize)
     if status != S.OK:
         return status, 0
+    if _below_zero(data_ptr):  # Python refuses an address outside [0, 2**64)
+        return S.DATA_PTR_OUT_OF_RANGE, 0
     if itemsize == old:
         return (_axis_status(axis, n) if n > 0 else S.OK), layout.slice_offset
     status = _axis_status(axis, n)
@@ -1187,8 +1239,11 @@ def _repacked(layout, itemsize, data_ptr=0, axis=-1, keep_dim=True):
 def _max_compatible(layout, max_itemsize, data_ptr, axis, lay):
     """``max_compatible_itemsize``'s checks, then its kernel: (status, itemsize)."""
     n = len(layout.shape)
+    axis = _axes_tuple(axis)[0]
     if max_itemsize <= 0:
         return S.MAX_ITEMSIZE_NOT_POSITIVE, 0
+    if _below_zero(data_ptr):
+        return S.DATA_PTR_OUT_OF_RANGE, 0
     status = _axis_status(axis, n)
     if status != S.OK:
         return status, 0

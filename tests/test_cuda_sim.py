@@ -179,3 +179,22 @@ def test_simulated_views_index_as_compiled_code_does(index):
     assert simulated.strides == compiled.strides
     assert simulated.layout == compiled.layout
     np.testing.assert_array_equal(np.asarray(compiled), array[index])
+
+
+@in_simulator
+def test_bounds_checked_views_are_kernel_arguments_in_the_simulator():
+    """A ``BoundsCheckedView`` is a kernel argument on the GPU; the simulator took it as it
+    was, so the kernel failed with "'BoundsCheckedView' object is not subscriptable"."""
+    from helpers.kernels import read_row, scaled_copy
+
+    from layoutkit import BoundsCheckedView
+
+    source = np.arange(12.0).reshape(3, 4)[::-1]
+    destination = np.zeros((3, 4))
+    scaled_copy[(1, 1), (4, 4)](
+        BoundsCheckedView(host_view(source)), BoundsCheckedView(host_view(destination)), 3.0
+    )
+    np.testing.assert_array_equal(destination, 3.0 * source)
+    out = host_view(np.zeros(1))
+    with pytest.raises(IndexError, match="view index out of bounds on axis 0"):
+        read_row[1, 1](BoundsCheckedView(host_view(source)), 3, out)

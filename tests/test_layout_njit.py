@@ -2,6 +2,7 @@
 
 import pickle
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -477,3 +478,78 @@ def test_unsorted_flag_kernels_agree_with_the_sorted_ones(data):
     K.stride_order(lay, n, order, 0)
     assert K.is_contiguous_unsorted(lay, n) == K.is_contiguous_along(lay, n, order, 0)
     assert K.is_unique_unsorted(lay, n) == K.is_unique_nested(lay, n, order, 0)
+
+
+@njit(cache=True)
+def _repacked_at(layout, itemsize, data_ptr, axis):
+    return layout.repacked(itemsize, data_ptr, axis)
+
+
+@njit(cache=True)
+def _max_compatible_at(layout, max_itemsize, data_ptr, axis):
+    return layout.max_compatible_itemsize(max_itemsize, data_ptr, axis)
+
+
+@pytest.mark.parametrize("data_ptr", [-16, -2, np.int64(-8), np.int8(-1)])
+@pytest.mark.parametrize("itemsize", [2, 4, 16])
+def test_negative_data_pointers_are_refused_as_in_python(itemsize, data_ptr):
+    """A data_ptr below 0 is no address: Python raises OverflowError (cuda.core's
+    uintptr_t); compiled code read -16 modulo the itemsize as aligned and repacked."""
+    layout = StridedLayout.dense((4, 8), 2)
+    for compiled, method in (
+        (_repacked_at, layout.repacked),
+        (_max_compatible_at, layout.max_compatible_itemsize),
+    ):
+        with pytest.raises(OverflowError, match=r"data_ptr must be an address in \[0, 2\*\*64\)"):
+            method(itemsize, int(data_ptr), -1)
+        with pytest.raises(OverflowError, match=r"data_ptr must be an address in \[0, 2\*\*64\)"):
+            compiled(layout, itemsize, data_ptr, -1)
+
+
+def test_unsigned_data_pointers_beyond_int64_are_addresses():
+    """uint64 pointers at and above 2**63 are read as the addresses they are."""
+    layout = StridedLayout.dense((4, 8), 2)
+    for data_ptr in (2**64 - 16, 2**64 - 8, 2**63 + 8):
+        expected = outcome(layout.repacked, 16, data_ptr, -1)
+        actual = outcome(_repacked_at, layout, 16, np.uint64(data_ptr), -1)
+        assert actual[0] == expected[0] and (actual[0] == "raises" or actual[1] == expected[1])
+        assert _max_compatible_at(layout, 16, np.uint64(data_ptr), -1) == (
+            layout.max_compatible_itemsize(16, data_ptr, -1)
+        )
+
+
+@njit(cache=True)
+def _unsigned_axes(layout, order, axis, new_axis):
+    permuted, dense = layout.permuted(order), layout.to_dense(order)
+    return permuted, dense, layout.unsqueezed(new_axis), layout.repacked(4, 0, axis)
+
+
+@pytest.mark.parametrize(
+    "order, axis, new_axis",
+    [
+        ((np.uint64(2**64 - 1), np.uint64(0)), np.uint64(1), np.uint64(0)),  # wrapped to -1
+        ((np.uint64(1), np.uint64(0)), np.uint64(2**64 - 1), np.uint64(0)),
+        ((np.uint64(1), np.uint64(0)), np.uint64(1), np.uint64(2**64 - 1)),
+        ((np.uint64(1), np.uint64(0)), np.uint64(1), np.uint64(2)),
+        ((np.uint8(1), np.uint8(0)), np.uint8(1), np.uint8(1)),
+        ((np.uint8(1), np.uint8(0)), np.uint8(0), np.uint8(1)),  # ValueError: axis 0 cannot pack
+    ],
+)
+def test_unsigned_axes_mean_what_they_mean_in_python(order, axis, new_axis):
+    """An unsigned 64-bit axis of 2**63 or more is out of range (AxisError in Python);
+    compiled code wrapped 2**64 - 1 to axis -1 and permuted, and an unsigned scalar axis
+    made repacked's axis arithmetic float64, a typing error."""
+    layout = StridedLayout.dense((4, 8), 2)
+
+    def python(layout, order, axis, new_axis):
+        order = tuple(int(a) for a in order)
+        permuted, dense = layout.permuted(order), layout.to_dense(order)
+        return permuted, dense, layout.unsqueezed(int(new_axis)), layout.repacked(4, 0, int(axis))
+
+    expected = outcome(python, layout, order, axis, new_axis)
+    actual = outcome(_unsigned_axes, layout, order, axis, new_axis)
+    assert actual[0] == expected[0], (actual, expected)
+    if actual[0] == "raises":
+        assert actual[1] is expected[1]
+    else:
+        assert_exact(actual[1], expected[1])

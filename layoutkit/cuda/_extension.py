@@ -38,12 +38,6 @@ def _parameters_type(count):
     return types.UniTuple(types.CPointer(types.int64), count)
 
 
-def _is_strided_memory_view(value):
-    from layoutkit.memoryview import StridedMemoryView
-
-    return isinstance(value, StridedMemoryView)
-
-
 class ViewArgumentHandler:
     """The ``extensions=`` entry that lets ``numba.cuda.jit`` kernels take views and layouts.
 
@@ -55,9 +49,7 @@ class ViewArgumentHandler:
         if type(val) is LaunchArgument:
             return _parameters_type(len(val.values)), val.values
         if ty is None:  # the CUDA simulator
-            if _is_strided_memory_view(val):
-                return None, SimulatedView.from_view(val)
-            return ty, val
+            return ty, SimulatedView.from_argument(val)
         if type(ty) is StridedLayoutType:
             values = (*val._shape, *val._strides, val._itemsize, val._offset)
             return _parameters_type(len(values)), values

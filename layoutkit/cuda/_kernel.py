@@ -297,8 +297,5 @@ def _is_importable(arg):
 
 def _simulated_argument(arg):
     from layoutkit.cuda._simulator import SimulatedView
-    from layoutkit.memoryview import StridedMemoryView
 
-    if isinstance(arg, StridedMemoryView):
-        return SimulatedView.from_view(arg)
-    return arg
+    return SimulatedView.from_argument(arg)

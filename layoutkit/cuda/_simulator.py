@@ -68,6 +68,20 @@ class SimulatedView:
             elements, layout.shape, layout._strides, layout.slice_offset, view.readonly, view
         )
 
+    @classmethod
+    def from_argument(cls, arg):
+        """The kernel argument the simulator passes for ``arg``: a ``SimulatedView`` for a
+        ``StridedMemoryView`` or a ``BoundsCheckedView`` (whose checks every simulated
+        index makes anyway), anything else as it is."""
+        from layoutkit._numba_view import BoundsCheckedView
+        from layoutkit.memoryview import StridedMemoryView
+
+        if isinstance(arg, BoundsCheckedView):
+            arg = arg.view
+        if isinstance(arg, StridedMemoryView):
+            return cls.from_view(arg)
+        return arg
+
     @property
     def shape(self):
         return self._shape
