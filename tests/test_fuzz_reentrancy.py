@@ -7,6 +7,11 @@ The rules held to:
 
 * a DLPack capsule is consumed once, whoever asks and from how many threads: its
   producer's deleter runs exactly once, the other consumers get ``BufferError``;
+* the caller's code that runs while an operation reads its arguments (an ``__index__``,
+  a dtype's ``dtype`` property, a stream's ``__cuda_stream__``, a producer's interface)
+  may close the buffer: the operation then refuses it as closed (``BufferError`` for
+  views, ``ValueError`` for ``from_buffer``, ``RuntimeError`` for the buffer's own
+  methods) and writes nothing;
 * an interpreter that exits with views, exports, consumed and unconsumed capsules alive
   (in module globals and in reference cycles, which die after layoutkit's modules are
   torn down) exits with status 0 and prints nothing on stderr.
@@ -24,7 +29,8 @@ from helpers.hostile import Cases
 from helpers.hostile_checks import check, refused
 from helpers.producers import Producer
 
-from layoutkit import StridedMemoryView
+import layoutkit
+from layoutkit import HostMemoryResource, StridedLayout, StridedMemoryView
 
 cases = Cases(__name__)
 
@@ -94,6 +100,81 @@ def capsule_consumed_by_numpy_or_renamed_is_refused():
     check(producer.deleted == 1, f"the deleter ran {producer.deleted} times")
 
 
+# ------------------------------------------------------------------ the caller's code closes
+class _Closing:
+    """Closes ``buffer`` when any of its conversions runs."""
+
+    def __init__(self, buffer, value=0):
+        self.buffer, self.value = buffer, value
+
+    def __index__(self):
+        self.buffer.close()
+        return self.value
+
+    def __float__(self):
+        self.buffer.close()
+        return float(self.value)
+
+    @property
+    def dtype(self):  # numpy.dtype(obj) reads it
+        self.buffer.close()
+        return np.dtype(np.float64)
+
+    def __cuda_stream__(self):
+        self.buffer.close()
+        return (0, 0)
+
+    @property
+    def __array_interface__(self):  # a source whose import closes the destination
+        self.buffer.close()
+        return np.ones(8).__array_interface__
+
+
+def _fresh():
+    buffer = HostMemoryResource().allocate(64)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((8,), 8), np.float64)
+    view.copy_from(np.arange(8.0))
+    return buffer, view
+
+
+CLOSED_MIDCALL = {
+    # name: (operation given the buffer and its view, classes)
+    "from_buffer_dtype": (lambda b, v: StridedMemoryView.from_buffer(
+        b, StridedLayout.dense((8,), 8), _Closing(b)), (ValueError,)),
+    "from_buffer_empty_dtype": (lambda b, v: StridedMemoryView.from_buffer(
+        b, StridedLayout.dense((0,), 8), _Closing(b)), (ValueError,)),
+    "view_dtype": (lambda b, v: v.view(dtype=_Closing(b)), (ValueError,)),
+    "copy_source_import": (lambda b, v: layoutkit.copy(v, _Closing(b)), (BufferError,)),
+    "copy_from_source_import": (lambda b, v: v.copy_from(_Closing(b)), (BufferError,)),
+    "setitem_value": (lambda b, v: v.__setitem__(0, _Closing(b, 5)), (BufferError,)),
+    "setitem_index": (lambda b, v: v.__setitem__(_Closing(b, 1), 5.0), (BufferError,)),
+    "view_dlpack_stream": (lambda b, v: v.__dlpack__(stream=_Closing(b), max_version=(1, 0)),
+                           (BufferError,)),
+    "view_dlpack_max_version": (lambda b, v: v.__dlpack__(max_version=(_Closing(b, 1), 0)),
+                                (BufferError,)),
+    "buffer_dlpack_stream": (lambda b, v: b.__dlpack__(stream=_Closing(b), max_version=(1, 0)),
+                             (RuntimeError,)),
+    "buffer_dlpack_max_version": (lambda b, v: b.__dlpack__(max_version=(_Closing(b, 1), 0)),
+                                  (RuntimeError,)),
+}  # fmt: skip
+
+
+def _closed_midcall(name):
+    operation, classes = CLOSED_MIDCALL[name]
+    buffer, view = _fresh()
+    keeper = buffer._keeper.memory  # the allocation's bytes, alive while this frame holds them
+    before = keeper.copy()
+    refused(operation, buffer, view, classes=classes,
+            what=f"{name}: an operation whose argument closes the buffer mid-call")  # fmt: skip
+    check(buffer.is_closed, f"{name}: the buffer is not closed")
+    check(np.array_equal(keeper, before),
+          f"{name}: the operation wrote into the memory of the buffer it saw closed")  # fmt: skip
+
+
+for _name in CLOSED_MIDCALL:
+    cases.add(f"closed_midcall_{_name}", lambda _name=_name: _closed_midcall(_name))
+
+
 # ------------------------------------------------------------------ interpreter shutdown
 def _exit_cleanly(source, what):
     """Run ``source`` in a fresh interpreter; it must exit 0 with nothing on stderr."""
@@ -108,7 +189,8 @@ def _exit_cleanly(source, what):
 
 _SHUTDOWN_SETUP = """
 import numpy as np
-from layoutkit import StridedMemoryView
+import layoutkit
+from layoutkit import HostMemoryResource, StridedLayout, StridedMemoryView
 from layoutkit.interop.dlpack import consume_capsule
 
 class Cycle:
