@@ -175,6 +175,50 @@ for _name in CLOSED_MIDCALL:
     cases.add(f"closed_midcall_{_name}", lambda _name=_name: _closed_midcall(_name))
 
 
+# ------------------------------------------------------------------ simulated kernel arguments
+_SIMULATOR = {"NUMBA_ENABLE_CUDASIM": "1"}
+
+
+def _simulated_kernel_refuses(which):
+    """Found while fuzzing: the CUDA simulator wrapped a view of a closed buffer (or of a
+    null pointer with elements) without asking whether it has memory; the kernel then
+    failed with NumPy's IndexError ("out of bounds for axis 0 with size 0") where a GPU
+    launch refuses the argument with BufferError. Both refuse it now, writing nothing."""
+    from numba import cuda
+
+    import layoutkit.cuda
+
+    @layoutkit.cuda.jit
+    def store(dst, src):
+        i = cuda.grid(1)
+        if i < dst.shape[0]:
+            dst[i] = src[i]
+
+    buffer, view = _fresh()
+    memory = buffer._keeper.memory
+    before = memory.copy()
+    other = StridedMemoryView.from_array_interface(np.full(8, 9.0))
+    if which == "null":
+        described = type("Described", (), {"__cuda_array_interface__": {
+            "version": 3, "shape": (8,), "typestr": "<f8", "data": (0, False)}})()  # fmt: skip
+        bad = StridedMemoryView.from_cuda_array_interface(described, -1)
+        arguments = (bad, other)
+    else:
+        buffer.close()
+        arguments = (view, other) if which == "closed_dst" else (other, view)
+    refused(store[1, 8], *arguments, classes=(BufferError,),
+            what=f"a simulated kernel given a {which} view")  # fmt: skip
+    check(np.array_equal(memory, before), f"{which}: the kernel wrote into the closed memory")
+    check(np.array_equal(np.from_dlpack(other), np.full(8, 9.0)),
+          f"{which}: the kernel wrote into the other argument")  # fmt: skip
+
+
+for _which in ("closed_dst", "closed_src", "null"):
+    cases.add(f"simulated_kernel_refuses_{_which}",
+              lambda _which=_which: _simulated_kernel_refuses(_which), env=_SIMULATOR,
+              timeout=300)  # fmt: skip
+
+
 # ------------------------------------------------------------------ interpreter shutdown
 def _exit_cleanly(source, what):
     """Run ``source`` in a fresh interpreter; it must exit 0 with nothing on stderr."""
