@@ -254,6 +254,12 @@ class Buffer:
         the last of them dies, on ``stream``. Closing a buffer nothing else uses frees
         the memory at once.
 
+        ``close()`` neither waits nor is refused while other threads use the buffer's
+        views: an operation that began before it completes on the memory its view keeps
+        alive, and every operation after it refuses the views (``BufferError``), including
+        one whose arguments' code (an ``__index__``, a stream object, a producer's
+        ``__dlpack__``) closed the buffer mid-call.
+
         Raises
         ------
         TypeError, ValueError
@@ -437,6 +443,12 @@ class Buffer:
         versioned = wants_versioned(max_version)
         refuse_copy(copy, "Buffer")
         dl_device = requested_device(dl_device)
+        # one reading of the memory, checked open after it: reading the arguments may have
+        # run the caller's code, and another thread may close the buffer at any point (what
+        # keeps the memory is read first, so a close from then on leaves it to the capsule)
+        keeper = self._keeper
+        ptr, size = self._ptr, self._size
+        self._check_open("__dlpack__")
         try:
             device = self.__dlpack_device__()
         except BufferError:
@@ -448,9 +460,10 @@ class Buffer:
         if self._readonly and not versioned:
             raise BufferError("a read-only buffer needs a versioned DLPack capsule")
         flags = FLAG_READ_ONLY if self._readonly else 0
-        ptr = self._ptr if self._size else 0
-        keeper = (self, self._keeper)  # the memory outlives close() while the consumer reads it
-        return export_capsule(keeper, ptr, (self._size,), (1,), (0, 8, 1), device, flags, versioned)
+        keeper = (self, keeper)  # the memory outlives close() while the consumer reads it
+        return export_capsule(
+            keeper, ptr if size else 0, (size,), (1,), (0, 8, 1), device, flags, versioned
+        )
 
     # ------------------------------------------------------------------ byte copies
     def copy_to(self, dst=None, *, stream=None, options=None):

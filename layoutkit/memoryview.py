@@ -430,6 +430,12 @@ class StridedMemoryView:
                     f"dtype {dtype} has itemsize {dtype.itemsize} but the layout's itemsize "
                     f"is {layout.itemsize}"
                 )
+        # one reading of the buffer, after the dtype (whose conversion may run the caller's
+        # code, which may close the buffer): what keeps the memory first, then its checks
+        owner = buffer._keeper
+        base, size = buffer._ptr, buffer._size
+        if buffer._closed:
+            raise ValueError("buffer is closed: a view needs an open Buffer")
         low, high = layout.offset_bounds
         if low <= high:  # a layout with no elements fits any buffer
             end = (high + 1) * layout.itemsize
@@ -438,15 +444,14 @@ class StridedMemoryView:
                     f"layout {layout!r} reaches offset {low}, before the start of the buffer; "
                     "use to_dense() for a layout that starts at the buffer"
                 )
-            if end > buffer.size:
+            if end > size:
                 raise ValueError(
                     f"layout {layout!r} reaches byte {end}, past the end of the buffer. "
-                    f"Expected at least {end} bytes, got {buffer.size} bytes. Use to_dense() "
+                    f"Expected at least {end} bytes, got {size} bytes. Use to_dense() "
                     "for a layout without gaps"
                 )
-        ptr = buffer.ptr + layout.slice_offset_in_bytes
+        ptr = base + layout.slice_offset_in_bytes
         # the record keeps the memory (not only the Buffer, which close() empties) alive
-        owner = buffer._keeper
         if owner is None:
             owner = buffer
         record = ImportRecord(ptr, layout, dtype, location, readonly, exporter, owner, dl_device)
@@ -636,6 +641,13 @@ class StridedMemoryView:
             source = value if _is_array_like(value) else np.asarray(value, dtype=record.dtype)
             copy(self.view(sub), source)
             return
+        if type(value) not in _PLAIN_SCALARS and not isinstance(value, np.generic):
+            # its conversion may run the caller's code (__float__, __index__, ...), which may
+            # close the buffer: converted first (NumPy's element assignment), checked after
+            element = np.empty((), record.dtype)
+            element[()] = value
+            self._check_open("item assignment")
+            value = element
         np.frombuffer(WRITABLE_MEMORY, record.dtype, 1, address)[0] = value
 
     def __len__(self):
@@ -699,10 +711,14 @@ class StridedMemoryView:
         TypeError
             When ``max_version`` is not a tuple.
         """
-        self._check_open("__dlpack__")
+        # the arguments first: reading them may run the caller's code (__index__, a stream's
+        # __cuda_stream__), which may close the buffer; the memory is checked after that
         versioned = _dlpack.wants_versioned(max_version)
         _dlpack.refuse_copy(copy, "StridedMemoryView")
         dl_device = _dlpack.requested_device(dl_device)
+        if stream is not None:
+            _dlpack.consumer_stream(stream)
+        self._check_open("__dlpack__")
         record = self._record
         device = record.dl_device or self.__dlpack_device__()
         if dl_device is not None and dl_device != device:
@@ -711,8 +727,6 @@ class StridedMemoryView:
                     f"dl_device={dl_device!r}: the view lives on {device} and is not copied"
                 )
             device = _CPU_DEVICE  # pinned or managed memory, read as host memory
-        if stream is not None:
-            _dlpack.consumer_stream(stream)
         if record.readonly and not versioned and not _legacy_memory(record):
             raise BufferError(
                 "a read-only view needs a versioned DLPack capsule (max_version >= (1, 0)); "
@@ -931,6 +945,7 @@ def _made(cls, record, location, buffer):
 
 
 _new_object = object.__new__
+_PLAIN_SCALARS = frozenset({int, float, complex, bool})  # converted without the caller's code
 _ndarray = np.ndarray
 
 

@@ -162,7 +162,12 @@ def copy(dst, src, stream=None):
 
         _driver.stream_handle(stream)
     dst = as_copy_view(dst, "dst", stream)
+    imported = src
     src = as_copy_view(src, "src", stream)
+    if src is not imported:  # the producer's code ran after dst's check: it may have closed it
+        from layoutkit.memoryview import check_memory
+
+        check_memory(dst, "dst")
     dst_layout, src_own_layout = dst.layout, src.layout
     _check_dtypes(dst, src)
     if dst_layout.itemsize != src_own_layout.itemsize:

@@ -59,7 +59,17 @@ class SimulatedView:
 
     @classmethod
     def from_view(cls, view):
-        """Wrap a host-accessible ``StridedMemoryView`` without copying."""
+        """Wrap a host-accessible ``StridedMemoryView`` without copying.
+
+        Raises
+        ------
+        BufferError
+            For a view without memory (its buffer closed, or a null pointer with
+            elements), as a device kernel argument is refused (``check_memory``).
+        """
+        from layoutkit.memoryview import check_memory
+
+        check_memory(view, "kernel argument")
         layout = view.layout
         dtype = np.dtype(view.dtype)
         start = view.ptr - layout.slice_offset_in_bytes

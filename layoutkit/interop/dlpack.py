@@ -25,9 +25,11 @@ Examples
 """
 
 import ctypes
+import functools
 import operator
 import struct
 import sys
+import threading
 
 from .._driver import HOST, Location, _shown
 from .._dtypes import from_dlpack_dtype
@@ -134,6 +136,27 @@ def _capsule_api():
 
 _api, _raw_get_name, _raw_get_pointer = _capsule_api()
 _DELETER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _immortal(obj):
+    """Keep ``obj`` (and the C memory it owns) alive until the process ends.
+
+    Capsules outlive this module: one held by a reference cycle, or by a module torn down
+    after this one, dies at interpreter shutdown, after this module's globals are gone.
+    Its name (ours: exported capsules, and consumed ones renamed ``used_dltensor...``) is
+    read by its destructor then, and a fallback destructor or deleter is called: memory
+    a module global owned would have been freed (NumPy's destructor then read a freed
+    name and reported "PyCapsule_GetPointer called with incorrect name").
+    """
+    _api.Py_IncRef(obj)
+    return obj
+
+
+_api.Py_IncRef.argtypes = [ctypes.py_object]
+
+
+for _name in (_NAME_VERSIONED, _NAME_LEGACY, _NAME_USED_VERSIONED, _NAME_USED_LEGACY):
+    _immortal(_name)
 
 
 # ----------------------------------------------------------------------------------- import
@@ -405,13 +428,19 @@ class ImportedTensor:
                 "the imported DLPack tensor is used by views; its deleter runs when the last "
                 "of them dies"
             )
-        self._free()
+        with _RELEASING:  # two threads releasing one tensor: one of them calls the deleter
+            deleter = self._deleter
+            self._deleter = 0
+        if deleter:
+            _call_deleter(deleter, self._address)
 
-    def _free(self):
+    def _free(self, _call=None):
+        # bound on first use below: __del__ runs at shutdown too, after the module's globals
+        # are cleared (a tensor in a reference cycle, or held by a module torn down later)
         deleter = getattr(self, "_deleter", 0)  # 0 also for a bare instance (a refused pickle)
         self._deleter = 0
         if deleter:
-            _call_deleter(deleter, self._address)
+            _call(deleter, self._address)
 
     __del__ = _free
 
@@ -432,14 +461,21 @@ class ImportedTensor:
 
 
 _deleter_functions = {}
+_RELEASING = threading.Lock()
 
 
-def _call_deleter(deleter, address):
-    """Call a producer's C deleter; the GIL is released during the call, as DLPack allows."""
-    function = _deleter_functions.get(deleter)
+def _call_deleter(deleter, address, _functions=_deleter_functions, _make=_DELETER_TYPE):
+    """Call a producer's C deleter; the GIL is released during the call, as DLPack allows.
+
+    Everything it uses is bound as a default argument: it runs at shutdown too.
+    """
+    function = _functions.get(deleter)
     if function is None:
-        function = _deleter_functions[deleter] = _DELETER_TYPE(deleter)
+        function = _functions[deleter] = _make(deleter)
     function(address)
+
+
+ImportedTensor._free.__defaults__ = (_call_deleter,)
 
 
 _int64_structs = {}
@@ -473,20 +509,39 @@ def consume_capsule(capsule):
     """
     if type(capsule) is not CapsuleType:
         raise BufferError(f"{type(capsule).__name__} object is not a DLPack capsule")
-    address, name = capsule_fields(capsule)
-    if name and c_string_is(name, b"dltensor_versioned\0"):
-        if not address:
-            raise BufferError("the DLPack capsule holds a NULL managed tensor")
-        fields = VERSIONED.unpack_from(MEMORY, address)
-        set_capsule_name(capsule, _ADDR_USED_VERSIONED)  # consumed: before any check fails
+    # Reading the name and renaming the capsule are several bytecodes: two threads given one
+    # capsule (a producer returning the same object every time) could both see it unconsumed
+    # and both own its tensor, calling the deleter twice. A claim (one atomic dict operation)
+    # makes the read-and-rename one thread's; no Python code runs while it is held, and a
+    # call that finds a claim (another thread's, or a signal handler's) refuses, never waits.
+    key = id(capsule)
+    token = object()
+    if _claims.setdefault(key, token) is not token:
+        raise BufferError("the DLPack capsule is being consumed by another thread")
+    try:
+        address, name = capsule_fields(capsule)
+        if name and c_string_is(name, b"dltensor_versioned\0"):
+            if not address:
+                raise BufferError("the DLPack capsule holds a NULL managed tensor")
+            fields = VERSIONED.unpack_from(MEMORY, address)
+            set_capsule_name(capsule, _ADDR_USED_VERSIONED)  # consumed: before any check fails
+            versioned = True
+        elif name and c_string_is(name, b"dltensor\0"):
+            if not address:
+                raise BufferError("the DLPack capsule holds a NULL managed tensor")
+            fields = LEGACY.unpack_from(MEMORY, address)
+            set_capsule_name(capsule, _ADDR_USED_LEGACY)
+            versioned = False
+        else:
+            raise _capsule_name(name)
+    finally:
+        del _claims[key]
+    if versioned:
         return managed_tensor(address, fields[3], fields[0], fields[4], True, fields[5:])
-    if name and c_string_is(name, b"dltensor\0"):
-        if not address:
-            raise BufferError("the DLPack capsule holds a NULL managed tensor")
-        fields = LEGACY.unpack_from(MEMORY, address)
-        set_capsule_name(capsule, _ADDR_USED_LEGACY)
-        return managed_tensor(address, fields[11], 1, 0, False, fields[:10])
-    raise _capsule_name(name)
+    return managed_tensor(address, fields[11], 1, 0, False, fields[:10])
+
+
+_claims = {}  # id(capsule) -> the token of the one call reading and renaming it
 
 
 def managed_record(address):
@@ -685,35 +740,34 @@ _api.PyMem_Free.argtypes = [ctypes.c_void_p]
 _api.Py_DecRef.argtypes = [ctypes.c_void_p]
 _api.PyMem_Malloc.restype = ctypes.c_void_p
 _api.PyMem_Malloc.argtypes = [ctypes.c_size_t]
-_api.Py_IncRef.argtypes = [ctypes.py_object]
 _api.PyCapsule_GetDestructor.restype = ctypes.c_void_p
 _api.PyCapsule_GetDestructor.argtypes = [ctypes.py_object]
 
 
-def _read_address(address):
-    return ctypes.c_void_p.from_address(address).value or 0
-
-
-def _python_deleter(versioned, address):
+# The fallbacks run as late as the last capsule dies, at shutdown after this module's globals
+# are cleared: everything they use is bound as a default argument.
+def _python_deleter(versioned, address, _offsets=_MANAGER_CTX_OFFSET, _pointer=ctypes.c_void_p,
+                    _free=_api.PyMem_Free, _decref=_api.Py_DecRef):  # fmt: skip
     """Fallback deleter: what NumPy's does, as a ctypes callback."""
-    context = _read_address(address + _MANAGER_CTX_OFFSET[versioned])
-    _api.PyMem_Free(address)
-    _api.Py_DecRef(context)
+    context = _pointer.from_address(address + _offsets[versioned]).value or 0
+    _free(address)
+    _decref(context)
 
 
-def _python_destructor(capsule):
+def _python_destructor(capsule, _get_name=_raw_get_name, _get_pointer=_raw_get_pointer,
+                       _names=(_ADDR_NAME_VERSIONED, _ADDR_NAME_LEGACY),
+                       _deleter=_python_deleter):  # fmt: skip
     """Fallback capsule destructor: call the deleter of a capsule nobody consumed."""
-    name = _raw_get_name(capsule)
-    if name in (_ADDR_NAME_VERSIONED, _ADDR_NAME_LEGACY):  # still our own name: unconsumed
-        address = _raw_get_pointer(capsule, name)
-        _python_deleter(name == _ADDR_NAME_VERSIONED, address)
+    name = _get_name(capsule)
+    if name in _names:  # still our own name: unconsumed
+        _deleter(name == _names[0], _get_pointer(capsule, name))
 
 
-_PYTHON_CALLBACKS = (  # kept alive for as long as the module: C holds their addresses
-    _DELETER_TYPE(lambda address: _python_deleter(True, address)),
-    _DELETER_TYPE(lambda address: _python_deleter(False, address)),
+_PYTHON_CALLBACKS = _immortal((  # C holds their addresses, in capsules that outlive the module
+    _DELETER_TYPE(functools.partial(_python_deleter, True)),
+    _DELETER_TYPE(functools.partial(_python_deleter, False)),
     _DELETER_TYPE(_python_destructor),
-)
+))
 _PYTHON_FUNCTIONS = {
     versioned: (ctypes.cast(_PYTHON_CALLBACKS[0 if versioned else 1], ctypes.c_void_p).value,
                 ctypes.cast(_PYTHON_CALLBACKS[2], ctypes.c_void_p).value)
