@@ -1203,3 +1203,18 @@ def test_an_imported_tensor_in_use_cannot_be_released_through_its_public_methods
     del view, owner
     gc.collect()
     assert producer.deleted == 1
+
+
+def test_views_keep_alive_what_an_interface_dict_holds():
+    """A NumPy scalar's ``__array_interface__`` points into a fresh array that only the
+    dict's ``"__ref"`` entry keeps alive: the view holds the dict, not only the scalar
+    (the memory was freed under every view, which then read other objects' bytes)."""
+    views = [StridedMemoryView.from_any_interface(np.float64(i + 0.5)) for i in range(500)]
+    views += [StridedMemoryView.from_array_interface(np.int32(-i)) for i in range(500)]
+    churn = [np.full(1, -1.0) for _ in range(5000)]  # reuses freed memory, if any was freed
+    del churn
+    gc.collect()
+    assert [float(v[()]) for v in views[:500]] == [i + 0.5 for i in range(500)]
+    assert [int(v[()]) for v in views[500:]] == [-i for i in range(500)]
+    assert [float(np.asarray(v)) for v in views[:500]] == [i + 0.5 for i in range(500)]
+

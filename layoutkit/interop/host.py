@@ -289,7 +289,9 @@ def read_array_interface(obj):
                 "as data, not to a (pointer, read-only) pair"
             )
         ptr, readonly = _pointer_pair(data, what)
-        keeper = obj
+        # the dict too: a producer may keep the memory alive only there (a NumPy scalar's
+        # interface points into a fresh array held by its "__ref" entry)
+        keeper = (obj, interface)
     else:  # the data are those of a buffer (the object's own for None), from "offset" on
         array, nbytes = _buffer_array(obj if data is None else data, what)
         if not array.flags.contiguous:
