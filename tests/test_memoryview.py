@@ -1218,3 +1218,22 @@ def test_views_keep_alive_what_an_interface_dict_holds():
     assert [int(v[()]) for v in views[500:]] == [-i for i in range(500)]
     assert [float(np.asarray(v)) for v in views[:500]] == [i + 0.5 for i in range(500)]
 
+
+def test_writable_aliasing_arrays_keep_their_ml_dtype():
+    """A writable as_strided array of an ml_dtypes type went through the interface dict,
+    which calls the type void: the view was ``|V2``, and from_dlpack refused it."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.arange(4, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    b = np.lib.stride_tricks.as_strided(a.view("V2"), (3, 2), (0, 2)).view(ml_dtypes.bfloat16)
+    assert b.flags.writeable and b.dtype == ml_dtypes.bfloat16
+    for make in (
+        StridedMemoryView.from_any_interface,
+        StridedMemoryView.from_array_interface,
+        lambda x: StridedMemoryView.from_dlpack(x, -1),
+    ):
+        view = make(b)
+        assert view.dtype == b.dtype and view.readonly  # aliasing: read-only (DECISIONS 19)
+        assert not view.buffer.is_readonly  # ...but the memory is not
+        out = np.asarray(view)
+        assert out.dtype == b.dtype and np.shares_memory(out, a)
+        np.testing.assert_array_equal(out.astype(np.float32), b.astype(np.float32))
