@@ -1237,3 +1237,15 @@ def test_writable_aliasing_arrays_keep_their_ml_dtype():
         out = np.asarray(view)
         assert out.dtype == b.dtype and np.shares_memory(out, a)
         np.testing.assert_array_equal(out.astype(np.float32), b.astype(np.float32))
+
+
+def test_ml_dtypes_scalars_import_with_their_dtype():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        scalar = getattr(ml_dtypes, name)(1.5)
+        view = StridedMemoryView.from_any_interface(scalar)
+        assert view.dtype == scalar.dtype and view.shape == () and view.exporting_obj is scalar
+        assert float(view[()]) == 1.5
+        target = StridedMemoryView.from_any_interface(np.zeros(2, scalar.dtype))
+        target[:] = scalar
+        assert np.asarray(target).astype(np.float32).tolist() == [1.5, 1.5]

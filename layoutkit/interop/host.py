@@ -269,6 +269,8 @@ def read_array_interface(obj):
         record = ndarray_record(obj, final=False)
         if record is not None:
             return record
+    elif isinstance(obj, np.generic):  # a scalar: its interface is a copy, and says void
+        return ndarray_record(np.asarray(obj), final=False)._replace(exporter=obj)  # for ml_dtypes
     what = f"{type(obj).__name__}.__array_interface__"
     try:
         interface = obj.__array_interface__
