@@ -1239,6 +1239,92 @@ def test_writable_aliasing_arrays_keep_their_ml_dtype():
         np.testing.assert_array_equal(out.astype(np.float32), b.astype(np.float32))
 
 
+def _assign_both(shape, dtype, index, value, of_view=None):
+    """``a[index] = value`` on a NumPy array and on a view of a copy: (NumPy's, ours),
+    each the array's values or the exception class. ``of_view(view, array)`` makes the
+    value from the two (a sub-view of either memory), else ``value`` is used as is."""
+    expected = np.arange(int(np.prod(shape)), dtype=np.float64).astype(dtype).reshape(shape)
+    ours = expected.copy()
+    view = StridedMemoryView.from_any_interface(ours)
+    results = []
+    for target, source in ((expected, value), (view, value)):
+        if of_view is not None:
+            source = of_view(view if target is view else expected, ours if target is view else expected)
+        try:
+            target[index] = source
+            results.append((expected if target is not view else ours).tolist())
+        except Exception as exc:  # noqa: BLE001 - the class is compared
+            results.append(type(exc))
+    return results
+
+
+@pytest.mark.parametrize(
+    "dtype, index, value",
+    [
+        (np.int32, slice(0, 2), np.int64(-(2**40))),  # OverflowError, as an element's
+        (np.int16, slice(None), np.uint64(2**63 + 5)),  # OverflowError
+        (np.int32, slice(1, None), np.float64("nan")),  # ValueError
+        (np.int32, slice(None), np.arange(3, dtype=np.float64) + 0.5),  # cast: 0, 1, 2
+        (np.float32, (Ellipsis,), np.arange(3, dtype=np.int64)),
+        (np.uint8, slice(None), np.array([300, -1, 2])),  # NumPy's unsafe cast wraps
+        (np.float64, slice(0, 1), np.complex64(1 + 2j)),  # the real part (ComplexWarning)
+        (np.int8, slice(None), np.bool_(True)),
+        (np.float64, slice(1, 2), np.array([[7.5]])),  # leading extent-1 axes dropped
+        (np.float64, slice(1, 2), [[7.5]]),  # ValueError: a sequence is read to 1 dimension
+        (np.float64, slice(1, 2), [7.5]),
+        (np.float64, (Ellipsis, 1), np.array([4.0])),  # into a 0-d target
+        (np.float64, slice(0, 0), np.zeros((1, 0))),
+        (np.float64, slice(None), np.zeros((2, 3))),  # ValueError: does not broadcast
+        (np.int32, 1, np.array([[5]])),  # an element: ValueError, a sequence
+    ],
+    ids=repr,
+)
+def test_slice_assignment_reads_values_as_numpy_assignment_does(dtype, index, value):
+    """``v[slices] = x`` went through layoutkit.copy unchanged: a NumPy scalar or array
+    of another dtype was refused ("copy does not convert") though NumPy casts it, and a
+    value with leading extent-1 axes did not broadcast."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NumPy's ComplexWarning / cast warnings, both sides
+        expected, ours = _assign_both((3,), dtype, index, value)
+    assert ours == expected
+
+
+@pytest.mark.parametrize(
+    "target, source",
+    [
+        (slice(1, None), slice(None, -1)),
+        (slice(None, -1), slice(1, None)),
+        (slice(None, None, -1), slice(None)),
+        (slice(None, None, 2), slice(0, 3)),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("of", ["view", "array"])
+def test_slice_assignment_reads_an_overlapping_source_first(target, source, of):
+    """NumPy's ``a[1:] = a[:-1]`` shifts; ``v[1:] = v[:-1]`` raised copy's overlap error.
+
+    The result is the one through a temporary copy of the source, which NumPy gives
+    too, except where its heuristic (reverse the loop) does not suffice: NumPy's
+    ``a[::2] = a[0:3]`` reads ``a[2]`` after writing it."""
+    def make(view, array):
+        if view is array:  # the oracle: NumPy through a temporary
+            return array[source].copy()
+        return (view if of == "view" else array)[source]
+
+    expected, ours = _assign_both((6,), np.int64, target, None, of_view=make)
+    assert ours == expected
+
+
+def test_element_assignment_takes_a_view_as_numpy_takes_an_array():
+    a = np.zeros(3)
+    view = StridedMemoryView.from_any_interface(a)
+    view[0] = StridedMemoryView.from_any_interface(np.array(2.5))
+    view[1] = view[0]
+    assert a.tolist() == [2.5, 2.5, 0.0]
+    with pytest.raises(ValueError, match="sequence"):
+        view[2] = view[0:1]  # NumPy 2 too: a[2] = a[0:1]
+
+
 def test_ml_dtypes_scalars_import_with_their_dtype():
     ml_dtypes = pytest.importorskip("ml_dtypes")
     for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
