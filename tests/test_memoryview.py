@@ -11,6 +11,9 @@ import weakref
 
 import numpy as np
 import pytest
+from helpers.strategies import basic_indices, shapes
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from layoutkit import (
     Buffer,
@@ -1335,3 +1338,64 @@ def test_ml_dtypes_scalars_import_with_their_dtype():
         target = StridedMemoryView.from_any_interface(np.zeros(2, scalar.dtype))
         target[:] = scalar
         assert np.asarray(target).astype(np.float32).tolist() == [1.5, 1.5]
+
+
+_ASSIGN_DTYPES = [np.bool_, np.int8, np.uint8, np.int32, np.uint64, np.float32, np.float64, np.complex64]
+
+
+@st.composite
+def _assignments(draw):
+    """An array, a basic index into it, and a value: a scalar, an array of any of the
+    dtypes, or a sub-array of the same memory (as a view or as an array)."""
+    shape = draw(shapes(draw(st.integers(0, 3)), max_extent=4))
+    dtype = draw(st.sampled_from(_ASSIGN_DTYPES))
+    index = draw(basic_indices(shape, max_new_axes=1))
+    kind = draw(st.sampled_from(["scalar", "numpy scalar", "array", "self"]))
+    if kind == "scalar":
+        value = draw(st.one_of(st.integers(-(2**65), 2**65), st.floats(), st.booleans(),
+                               st.complex_numbers(allow_nan=False, max_magnitude=1e6)))  # fmt: skip
+    elif kind == "numpy scalar":
+        value = draw(st.sampled_from(_ASSIGN_DTYPES))(draw(st.integers(0, 2**7 - 1)))
+    elif kind == "array":
+        tail = draw(st.integers(0, len(shape)))
+        value_shape = tuple(draw(st.sampled_from([1, n])) for n in shape[tail:])
+        if draw(st.booleans()):
+            value_shape = (1, *value_shape)  # a leading unit axis, which NumPy drops
+        value = (np.arange(int(np.prod(value_shape))) * 3 - 5).reshape(value_shape)
+        value = value.astype(draw(st.sampled_from(_ASSIGN_DTYPES)))
+    else:
+        value = draw(basic_indices(shape, max_new_axes=0))  # an index of the same memory
+    return shape, dtype, index, kind, value
+
+
+@given(_assignments())
+@settings(max_examples=300, deadline=None)
+def test_assignment_matches_numpy(case):
+    """``view[index] = value`` leaves the memory NumPy's ``a[index] = value`` leaves (a
+    self-overlapping value read through a temporary), or raises NumPy's exception class."""
+    shape, dtype, index, kind, value = case
+    expected = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
+    ours = expected.copy()
+    view = StridedMemoryView.from_any_interface(ours)
+    if kind == "self":
+        try:
+            numpy_value, our_value = expected[value].copy(), view[value]
+        except IndexError:
+            return
+    else:
+        numpy_value = our_value = value
+    outcomes = []
+    for target, source in ((expected, numpy_value), (view, our_value)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                target[index] = source
+                outcomes.append(None)
+            except Exception as exc:  # noqa: BLE001 - the class is compared
+                outcomes.append(type(exc))
+    numpy_error, our_error = outcomes
+    if numpy_error is None:
+        assert our_error is None
+    else:
+        assert our_error is not None and issubclass(our_error, numpy_error)
+    assert ours.tobytes() == expected.tobytes()
