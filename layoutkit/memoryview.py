@@ -629,7 +629,9 @@ class StridedMemoryView:
 
         Host memory only for elements; read-only views raise ``ValueError``. A slice
         assignment copies ``x`` (a view, an array or a scalar, broadcast as NumPy does)
-        with :func:`layoutkit.copy`.
+        with :func:`layoutkit.copy`, read as NumPy's assignment reads it (see
+        ``_assignment_source``: casts, leading extent-1 axes, overlaps), where the host
+        can read it (:func:`layoutkit.copy` itself does none of these).
         """
         record = self._record
         if record.readonly:
@@ -638,9 +640,11 @@ class StridedMemoryView:
         if address is None:
             from .copy import copy
 
-            source = value if _is_array_like(value) else np.asarray(value, dtype=record.dtype)
-            copy(self.view(sub), source)
+            target = self.view(sub)
+            copy(target, _assignment_source(target, value))
             return
+        if isinstance(value, StridedMemoryView):
+            value = np.asarray(value)  # NumPy reads an array (a size-1 one, or it raises)
         if type(value) not in _PLAIN_SCALARS and not isinstance(value, np.generic):
             # its conversion may run the caller's code (__float__, __index__, ...), which may
             # close the buffer: converted first (NumPy's element assignment), checked after
@@ -984,6 +988,63 @@ def _all_integers(index, ndim):
     return len(items) == ndim and all(
         type(i) is int or (type(i) is not bool and hasattr(type(i), "__index__")) for i in items
     )
+
+
+def _assigned(value, dtype, ndim):
+    """What a slice assignment of ``value`` to a view of ``dtype`` copies from.
+
+    Arrays and views of ``dtype`` (or of memory the host cannot read) as they are; other
+    values as NumPy's assignment reads them, so with the same values and errors: a
+    scalar (Python's or NumPy's) is stored as one element is (``OverflowError`` for an
+    integer out of range, ``ValueError`` for NaN into integers), arrays are cast
+    (``casting="unsafe"``), and a nested sequence may have at most ``ndim`` (the
+    target's) dimensions.
+    """
+    if not _is_array_like(value):
+        array = np.asarray(value, dtype=dtype)
+        if array.ndim > ndim:
+            raise ValueError(
+                f"setting an array element with a sequence: the value has {array.ndim} "
+                f"dimensions, more than the {ndim} of the view assigned to"
+            )
+        return array
+    if dtype is None or getattr(value, "dtype", dtype) == dtype:
+        return value
+    if isinstance(value, np.generic):  # NumPy packs a scalar as it stores an element
+        element = np.empty((), dtype)
+        element[()] = value
+        return element
+    if not isinstance(value, StridedMemoryView):
+        if isinstance(value, np.ndarray):
+            return value.astype(dtype)
+        value = StridedMemoryView.from_any_interface(value, -1)
+    if value.dtype is None or value.dtype == dtype or not value._where()[2]:
+        return value  # copy refuses what it must (other dtypes in device memory)
+    return np.asarray(value).astype(dtype)
+
+
+def _assignment_source(target, value):
+    """The view ``target[...] = value`` copies from, as NumPy's assignment reads ``value``.
+
+    Cast to the target's dtype (:func:`_assigned`); without the leading extent-1 axes
+    that the target does not have (NumPy drops them: ``a[0] = [[1, 2, 3]]``); and read
+    into a temporary first where it is host memory that overlaps the target
+    (``v[1:] = v[:-1]`` shifts).
+    """
+    source = _assigned(value, target.dtype, target.ndim)
+    if not isinstance(source, StridedMemoryView):
+        source = StridedMemoryView.from_any_interface(source, 0)  # as copy() reads it
+    extra = source.ndim - target.ndim
+    if extra > 0 and all(n == 1 for n in source.shape[:extra]):
+        source = source.view(source.layout[(0,) * extra])
+    if target.size and source.size and source._where()[2]:
+        from .copy._api import _span
+
+        low, high = _span(target, target.layout)
+        source_low, source_high = _span(source, source.layout)
+        if low < source_high and source_low < high:
+            return np.array(source)  # NumPy's temporary (the view keeps the memory alive)
+    return source
 
 
 def _is_array_like(value):

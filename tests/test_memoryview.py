@@ -11,6 +11,9 @@ import weakref
 
 import numpy as np
 import pytest
+from helpers.strategies import basic_indices, shapes
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from layoutkit import (
     Buffer,
@@ -1203,3 +1206,196 @@ def test_an_imported_tensor_in_use_cannot_be_released_through_its_public_methods
     del view, owner
     gc.collect()
     assert producer.deleted == 1
+
+
+def test_views_keep_alive_what_an_interface_dict_holds():
+    """A NumPy scalar's ``__array_interface__`` points into a fresh array that only the
+    dict's ``"__ref"`` entry keeps alive: the view holds the dict, not only the scalar
+    (the memory was freed under every view, which then read other objects' bytes)."""
+    views = [StridedMemoryView.from_any_interface(np.float64(i + 0.5)) for i in range(500)]
+    views += [StridedMemoryView.from_array_interface(np.int32(-i)) for i in range(500)]
+    churn = [np.full(1, -1.0) for _ in range(5000)]  # reuses freed memory, if any was freed
+    del churn
+    gc.collect()
+    assert [float(v[()]) for v in views[:500]] == [i + 0.5 for i in range(500)]
+    assert [int(v[()]) for v in views[500:]] == [-i for i in range(500)]
+    assert [float(np.asarray(v)) for v in views[:500]] == [i + 0.5 for i in range(500)]
+
+
+def test_writable_aliasing_arrays_keep_their_ml_dtype():
+    """A writable as_strided array of an ml_dtypes type went through the interface dict,
+    which calls the type void: the view was ``|V2``, and from_dlpack refused it."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    a = np.arange(4, dtype=np.float32).astype(ml_dtypes.bfloat16)
+    b = np.lib.stride_tricks.as_strided(a.view("V2"), (3, 2), (0, 2)).view(ml_dtypes.bfloat16)
+    assert b.flags.writeable and b.dtype == ml_dtypes.bfloat16
+    for make in (
+        StridedMemoryView.from_any_interface,
+        StridedMemoryView.from_array_interface,
+        lambda x: StridedMemoryView.from_dlpack(x, -1),
+    ):
+        view = make(b)
+        assert view.dtype == b.dtype and view.readonly  # aliasing: read-only (DECISIONS 19)
+        assert not view.buffer.is_readonly  # ...but the memory is not
+        out = np.asarray(view)
+        assert out.dtype == b.dtype and np.shares_memory(out, a)
+        np.testing.assert_array_equal(out.astype(np.float32), b.astype(np.float32))
+
+
+def _assign_both(shape, dtype, index, value, of_view=None):
+    """``a[index] = value`` on a NumPy array and on a view of a copy: (NumPy's, ours),
+    each the array's values or the exception class. ``of_view(view, array)`` makes the
+    value from the two (a sub-view of either memory), else ``value`` is used as is."""
+    expected = np.arange(int(np.prod(shape)), dtype=np.float64).astype(dtype).reshape(shape)
+    ours = expected.copy()
+    view = StridedMemoryView.from_any_interface(ours)
+    results = []
+    for target, source in ((expected, value), (view, value)):
+        if of_view is not None:
+            source = of_view(view if target is view else expected, ours if target is view else expected)
+        try:
+            target[index] = source
+            results.append((expected if target is not view else ours).tolist())
+        except Exception as exc:  # noqa: BLE001 - the class is compared
+            results.append(type(exc))
+    return results
+
+
+@pytest.mark.parametrize(
+    "dtype, index, value",
+    [
+        (np.int32, slice(0, 2), np.int64(-(2**40))),  # OverflowError, as an element's
+        (np.int16, slice(None), np.uint64(2**63 + 5)),  # OverflowError
+        (np.int32, slice(1, None), np.float64("nan")),  # ValueError
+        (np.int32, slice(None), np.arange(3, dtype=np.float64) + 0.5),  # cast: 0, 1, 2
+        (np.float32, (Ellipsis,), np.arange(3, dtype=np.int64)),
+        (np.uint8, slice(None), np.array([300, -1, 2])),  # NumPy's unsafe cast wraps
+        (np.float64, slice(0, 1), np.complex64(1 + 2j)),  # the real part (ComplexWarning)
+        (np.int8, slice(None), np.bool_(True)),
+        (np.float64, slice(1, 2), np.array([[7.5]])),  # leading extent-1 axes dropped
+        (np.float64, slice(1, 2), [[7.5]]),  # ValueError: a sequence is read to 1 dimension
+        (np.float64, slice(1, 2), [7.5]),
+        (np.float64, (Ellipsis, 1), np.array([4.0])),  # into a 0-d target
+        (np.float64, slice(0, 0), np.zeros((1, 0))),
+        (np.float64, slice(None), np.zeros((2, 3))),  # ValueError: does not broadcast
+        (np.int32, 1, np.array([[5]])),  # an element: ValueError, a sequence
+    ],
+    ids=repr,
+)
+def test_slice_assignment_reads_values_as_numpy_assignment_does(dtype, index, value):
+    """``v[slices] = x`` went through layoutkit.copy unchanged: a NumPy scalar or array
+    of another dtype was refused ("copy does not convert") though NumPy casts it, and a
+    value with leading extent-1 axes did not broadcast."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NumPy's ComplexWarning / cast warnings, both sides
+        expected, ours = _assign_both((3,), dtype, index, value)
+    assert ours == expected
+
+
+@pytest.mark.parametrize(
+    "target, source",
+    [
+        (slice(1, None), slice(None, -1)),
+        (slice(None, -1), slice(1, None)),
+        (slice(None, None, -1), slice(None)),
+        (slice(None, None, 2), slice(0, 3)),
+    ],
+    ids=str,
+)
+@pytest.mark.parametrize("of", ["view", "array"])
+def test_slice_assignment_reads_an_overlapping_source_first(target, source, of):
+    """NumPy's ``a[1:] = a[:-1]`` shifts; ``v[1:] = v[:-1]`` raised copy's overlap error.
+
+    The result is the one through a temporary copy of the source, which NumPy gives
+    too, except where its heuristic (reverse the loop) does not suffice: NumPy's
+    ``a[::2] = a[0:3]`` reads ``a[2]`` after writing it."""
+    def make(view, array):
+        if view is array:  # the oracle: NumPy through a temporary
+            return array[source].copy()
+        return (view if of == "view" else array)[source]
+
+    expected, ours = _assign_both((6,), np.int64, target, None, of_view=make)
+    assert ours == expected
+
+
+def test_element_assignment_takes_a_view_as_numpy_takes_an_array():
+    a = np.zeros(3)
+    view = StridedMemoryView.from_any_interface(a)
+    view[0] = StridedMemoryView.from_any_interface(np.array(2.5))
+    view[1] = view[0]
+    assert a.tolist() == [2.5, 2.5, 0.0]
+    with pytest.raises(ValueError, match="sequence"):
+        view[2] = view[0:1]  # NumPy 2 too: a[2] = a[0:1]
+
+
+def test_ml_dtypes_scalars_import_with_their_dtype():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        scalar = getattr(ml_dtypes, name)(1.5)
+        view = StridedMemoryView.from_any_interface(scalar)
+        assert view.dtype == scalar.dtype and view.shape == () and view.exporting_obj is scalar
+        assert float(view[()]) == 1.5
+        target = StridedMemoryView.from_any_interface(np.zeros(2, scalar.dtype))
+        target[:] = scalar
+        assert np.asarray(target).astype(np.float32).tolist() == [1.5, 1.5]
+
+
+_ASSIGN_DTYPES = [np.bool_, np.int8, np.uint8, np.int32, np.uint64, np.float32, np.float64, np.complex64]
+
+
+@st.composite
+def _assignments(draw):
+    """An array, a basic index into it, and a value: a scalar, an array of any of the
+    dtypes, or a sub-array of the same memory (as a view or as an array)."""
+    shape = draw(shapes(draw(st.integers(0, 3)), max_extent=4))
+    dtype = draw(st.sampled_from(_ASSIGN_DTYPES))
+    index = draw(basic_indices(shape, max_new_axes=1))
+    kind = draw(st.sampled_from(["scalar", "numpy scalar", "array", "self"]))
+    if kind == "scalar":
+        value = draw(st.one_of(st.integers(-(2**65), 2**65), st.floats(), st.booleans(),
+                               st.complex_numbers(allow_nan=False, max_magnitude=1e6)))  # fmt: skip
+    elif kind == "numpy scalar":
+        value = draw(st.sampled_from(_ASSIGN_DTYPES))(draw(st.integers(0, 2**7 - 1)))
+    elif kind == "array":
+        tail = draw(st.integers(0, len(shape)))
+        value_shape = tuple(draw(st.sampled_from([1, n])) for n in shape[tail:])
+        if draw(st.booleans()):
+            value_shape = (1, *value_shape)  # a leading unit axis, which NumPy drops
+        value = (np.arange(int(np.prod(value_shape))) * 3 - 5).reshape(value_shape)
+        value = value.astype(draw(st.sampled_from(_ASSIGN_DTYPES)))
+    else:
+        value = draw(basic_indices(shape, max_new_axes=0))  # an index of the same memory
+    return shape, dtype, index, kind, value
+
+
+@given(_assignments())
+@settings(max_examples=300, deadline=None)
+def test_assignment_matches_numpy(case):
+    """``view[index] = value`` leaves the memory NumPy's ``a[index] = value`` leaves (a
+    self-overlapping value read through a temporary), or raises NumPy's exception class."""
+    shape, dtype, index, kind, value = case
+    expected = (np.arange(int(np.prod(shape))) % 7).astype(dtype).reshape(shape)
+    ours = expected.copy()
+    view = StridedMemoryView.from_any_interface(ours)
+    if kind == "self":
+        try:
+            numpy_value, our_value = expected[value].copy(), view[value]
+        except IndexError:
+            return
+    else:
+        numpy_value = our_value = value
+    outcomes = []
+    for target, source in ((expected, numpy_value), (view, our_value)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                target[index] = source
+                outcomes.append(None)
+            except Exception as exc:  # noqa: BLE001 - the class is compared
+                outcomes.append(type(exc))
+    numpy_error, our_error = outcomes
+    if numpy_error is None:
+        assert our_error is None
+    else:
+        assert our_error is not None and issubclass(our_error, numpy_error)
+    assert ours.tobytes() == expected.tobytes()

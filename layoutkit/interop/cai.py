@@ -130,7 +130,8 @@ def read_cuda_array_interface(obj, stream_ptr):
 
         order_after(driver_stream(stream), driver_stream(producer))
     location = None if ptr else CURRENT_DEVICE
-    return ImportRecord(ptr, layout, dtype, location, readonly, obj, obj, None)
+    # the dict keeps alive what the producer put in it for the memory (as host.py's reader)
+    return ImportRecord(ptr, layout, dtype, location, readonly, obj, (obj, interface), None)
 
 
 def cuda_interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):

@@ -55,7 +55,7 @@ __all__ = ["fast_record", "reader_for", "register"]
 def _numpy(array, stream_ptr, dlpack_only):
     if not (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
         return None  # a stream for a CPU tensor: the protocol decides
-    return ndarray_record(array, dlpack_only)
+    return ndarray_record(array, dlpack_only, final=False)  # fast_record's go through _from_record
 
 
 def _torch_reader(api):

@@ -173,15 +173,18 @@ def _buffer_array(obj, what):
     return array, memory.nbytes
 
 
-def ndarray_record(array, dlpack_only=False):
+def ndarray_record(array, dlpack_only=False, final=True):
     """The record of a NumPy array, read directly; ``None`` where the protocol must decide.
 
     That is: object dtypes, byte strides that are not multiples of the itemsize (the
-    protocol's reader raises the errors), with ``dlpack_only`` dtypes DLPack does not
-    carry, and writable arrays whose layout aliases elements (``as_strided``): their view
-    is read-only but their memory is not, which the protocol's record leaves to
-    ``StridedMemoryView._from_record``. So a record returned here is final: its view is
-    read-only exactly when the array is (DECISIONS 19 needs nothing more).
+    protocol's reader raises the errors), and with ``dlpack_only`` dtypes DLPack does not
+    carry. With ``final`` (the inline fast paths, which make the view from the record as
+    it is) also writable arrays whose layout aliases elements (``as_strided``): their view
+    is read-only but their memory is not, which ``StridedMemoryView._from_record`` sees
+    to; so a final record's view is read-only exactly when the array is (DECISIONS 19
+    needs nothing more). Callers that go through ``_from_record`` pass ``final=False``
+    and get those arrays' records too, with their dtype (the interface dict would call
+    an ml_dtypes type void).
     """
     dtype = array.dtype
     kind = _dtype_kinds.get(dtype)
@@ -204,7 +207,7 @@ def ndarray_record(array, dlpack_only=False):
     else:
         ptr = _native.ndarray_data_pointer(array)
         readonly = not array.flags.writeable
-    if aliasing and not readonly:
+    if aliasing and final and not readonly:
         return None
     base = ptr - lead  # the lowest byte: as_strided can reach outside the address space
     if not ptr or base < 0 or base + size > _ADDRESS_LIMIT:
@@ -263,9 +266,11 @@ def read_array_interface(obj):
         beyond int64.
     """
     if type(obj) is _ndarray:
-        record = ndarray_record(obj)
+        record = ndarray_record(obj, final=False)
         if record is not None:
             return record
+    elif isinstance(obj, np.generic):  # a scalar: its interface is a copy, and says void
+        return ndarray_record(np.asarray(obj), final=False)._replace(exporter=obj)  # for ml_dtypes
     what = f"{type(obj).__name__}.__array_interface__"
     try:
         interface = obj.__array_interface__
@@ -289,7 +294,9 @@ def read_array_interface(obj):
                 "as data, not to a (pointer, read-only) pair"
             )
         ptr, readonly = _pointer_pair(data, what)
-        keeper = obj
+        # the dict too: a producer may keep the memory alive only there (a NumPy scalar's
+        # interface points into a fresh array held by its "__ref" entry)
+        keeper = (obj, interface)
     else:  # the data are those of a buffer (the object's own for None), from "offset" on
         array, nbytes = _buffer_array(obj if data is None else data, what)
         if not array.flags.contiguous:
