@@ -41,6 +41,7 @@ from functools import cache
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.errors import TypingError
+from numba.core.imputils import lower_constant
 from numba.core.typing.templates import Signature, infer_global
 from numba.extending import (
     NativeValue,
@@ -55,6 +56,7 @@ from numba.extending import (
     register_jitable,
     register_model,
     type_callable,
+    typeof_impl,
     unbox,
 )
 
@@ -1300,18 +1302,116 @@ def _to_dense(layout, stride_order="K"):
 
 
 def _no_static_ndim(name):
-    def typer(layout, *args):
-        raise TypingError(
-            f"StridedLayout.{name}() gives a number of dimensions that depends on run-time "
-            "values, which compiled code cannot type; call it from Python, or use "
-            "reshaped() with the shape you expect"
-        )
-
-    return typer
+    return (
+        f"StridedLayout.{name}() gives a number of dimensions that depends on run-time "
+        "values, which compiled code cannot type; call it from Python, or use "
+        "reshaped() with the shape you expect"
+    )
 
 
-overload_method(StridedLayoutType, "squeezed")(_no_static_ndim("squeezed"))
-overload_method(StridedLayoutType, "flattened")(_no_static_ndim("flattened"))
+@overload_method(StridedLayoutType, "squeezed")
+def _squeezed(layout):
+    raise TypingError(_no_static_ndim("squeezed"))
+
+
+@overload_method(StridedLayoutType, "flattened")
+def _flattened(layout, start_axis=0, end_axis=-1, mask=None):  # Python's arguments
+    raise TypingError(_no_static_ndim("flattened"))
+
+
+def python_only(owner, name, why, method=True):
+    """Register ``name`` on ``owner`` (a compiled type) as a one-line typing error.
+
+    For what only Python has (strings, Python objects, the driver): compiled code that
+    uses it fails to compile with ``why`` instead of Numba's generic "Unknown attribute"
+    (or, for ``repr``/``str``, a placeholder string).
+    """
+
+    def typer(value, *args, **kwargs):
+        raise TypingError(why)
+
+    register = overload_method if method else overload_attribute
+    register(owner, name)(typer)
+
+
+_NO_REPR = (
+    "a StridedLayout has no repr() or str() in compiled code (Numba strings are not "
+    "Python's); return the layout (or its shape and strides) and format it in Python"
+)
+python_only(StridedLayoutType, "__repr__", _NO_REPR)
+python_only(StridedLayoutType, "__str__", _NO_REPR)
+
+
+@overload_method(StridedLayoutType, "__hash__")
+def _hash(layout):
+    """``hash(layout)``: the Python class's hash (the same key tuple, hashed as CPython
+    hashes tuples of ints), so that equal layouts hash alike in both worlds."""
+    n = layout.ndim
+
+    if n == 0:  # Numba cannot hash (): the key's () entries are given by their hash
+        empty = _prehashed_constant(hash(()))
+        return lambda layout: hash((empty, empty, layout.itemsize, layout.slice_offset))
+
+    def impl(layout):
+        used = _stack_int64(n)  # the strides with those of extent-1 axes (never used) 0
+        empty = False
+        for i in range(n):
+            empty |= layout.shape[i] == 0
+            used[i] = 0 if layout.shape[i] == 1 else layout.strides[i]
+        if empty:
+            return hash((layout.shape, layout.itemsize))
+        return hash((layout.shape, _tuple_from(used, 0, n), layout.itemsize, layout.slice_offset))
+
+    return impl
+
+
+class _Prehashed(types.Type):
+    """A value that stands for an object whose hash is known (``hash(x)`` is the value)."""
+
+    def __init__(self):
+        super().__init__(name="prehashed")
+
+
+_PREHASHED = _Prehashed()
+
+
+@register_model(_Prehashed)
+class _PrehashedModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.IntType(64))
+
+
+class _PrehashedConstant:
+    """A constant whose hash is ``value`` (typed ``_Prehashed``, lowered as ``value``)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _prehashed_constant(value):
+    return _PrehashedConstant(value)
+
+
+@typeof_impl.register(_PrehashedConstant)
+def _typeof_prehashed(value, context):
+    return _PREHASHED
+
+
+@lower_constant(_Prehashed)
+def _constant_prehashed(context, builder, typ, value):
+    return ir.Constant(ir.IntType(64), value.value)
+
+
+@intrinsic
+def _prehashed_value(typingctx, value):
+    if not isinstance(value, _Prehashed):
+        return None
+    return types.int64(value), lambda context, builder, sig, args: args[0]
+
+
+@overload_method(_Prehashed, "__hash__")
+def _prehashed_hash(value):
+    return lambda value: _prehashed_value(value)
 
 
 # ------------------------------------------------------------------ indexing
