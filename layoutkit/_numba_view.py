@@ -69,6 +69,7 @@ from numba.extending import (
     lower_builtin,
     make_attribute_wrapper,
     models,
+    overload,
     overload_attribute,
     register_jitable,
     register_model,
@@ -607,30 +608,46 @@ def _unbox_view(typ, obj, c):
     return NativeValue(struct._getvalue(), is_error=is_error)
 
 
-def _from_compiled(parent, shape, strides, offset, readonly, boundscheck):
+def _from_compiled(parent, shape, strides, offset, readonly, boundscheck, dtype=None):
     """The Python view a view returned by compiled code stands for (box).
 
-    A derived view is made as ``parent.view(layout)`` makes it: read-only where the
-    parent's type is, and where its layout is not unique (DECISIONS 19: a broadcast is
-    read-only unless ``from_buffer(..., is_readonly=False)`` asks, which compiled code
-    never does).
+    A derived view is made as ``parent.view(layout, dtype)`` makes it in Python: of the
+    same buffer and exporting object, read-only where the parent is, and where its layout
+    is not unique (DECISIONS 19). ``dtype`` is the NumPy dtype of the returned view's
+    element type, or None where it is the parent's (an element type without a NumPy
+    dtype keeps the parent's).
     """
     from .memoryview import StridedMemoryView
 
     layout = parent.layout
+    if dtype is None or dtype == parent.dtype:
+        dtype = parent.dtype
     if (
         shape == layout.shape
         and strides == layout._strides
         and offset == layout.slice_offset
         and readonly == parent.readonly
+        and dtype is parent.dtype
     ):
         view = parent
     else:
-        new_layout = type(layout)._numba_box(shape, strides, layout.itemsize, offset)
-        view = StridedMemoryView.from_buffer(
-            parent.buffer, new_layout, parent.dtype, is_readonly=True if readonly else None
-        )
+        new_layout = type(layout)._numba_box(shape, strides, dtype.itemsize, offset)
+        view = parent.view(new_layout, dtype)
+        if readonly and not view.readonly:  # a read-only type of writable memory
+            view = StridedMemoryView.from_buffer(
+                parent.buffer, new_layout, dtype, is_readonly=True
+            )
     return BoundsCheckedView(view) if boundscheck else view
+
+
+def _numpy_dtype(dtype):
+    """The NumPy dtype of a view's Numba element type, or None (opaque, or none known)."""
+    if isinstance(dtype, OpaqueElement):
+        return None
+    try:
+        return numpy_support.as_dtype(dtype)
+    except (NotImplementedError, NumbaError, TypeError):
+        return None
 
 
 @box(StridedViewType)
@@ -645,6 +662,7 @@ def _box_view(typ, val, c):
         objects.keep(c.box(types.int64, struct.offset)),
         objects.keep(c.box(types.boolean, cgutils.true_bit if typ.readonly else cgutils.false_bit)),
         objects.keep(c.box(types.boolean, cgutils.true_bit if typ.boundscheck else cgutils.false_bit)),
+        objects.keep(c.pyapi.unserialize(c.pyapi.serialize_object(_numpy_dtype(typ.dtype)))),
     ]
     result = cgutils.alloca_once_value(c.builder, c.pyapi.get_null_object())
     with c.builder.if_then(c.builder.not_(failed(c)), likely=True):
@@ -823,6 +841,97 @@ def _ov_size(view):
     return impl
 
 
+@overload_attribute(StridedViewType, "readonly")
+def _ov_readonly(view):
+    readonly = view.readonly
+    return lambda view: readonly
+
+
+@overload_attribute(StridedViewType, "ptr")
+def _ov_ptr(view):
+    return lambda view: _data_address(view)
+
+
+@intrinsic
+def _data_address(typingctx, view):
+    """The address of element ``(0, ..., 0)`` (the view's ``ptr``) as an unsigned int."""
+
+    def codegen(context, builder, sig, args):
+        struct = cgutils.create_struct_proxy(sig.args[0])(context, builder, value=args[0])
+        return builder.ptrtoint(struct.data, context.get_value_type(types.uintp))
+
+    return types.uintp(view), codegen
+
+
+@overload_attribute(StridedViewType, "dtype")
+def _ov_dtype(view):
+    if isinstance(view.dtype, OpaqueElement):
+        raise TypingError(
+            f"the dtype of a {view.dtype.dtype_name} view has no Numba type here, so compiled "
+            "code cannot return or use it; read view.dtype in Python"
+        )
+    return lambda view: _dtype_of(view)
+
+
+@intrinsic
+def _dtype_of(typingctx, view):
+    """The view's dtype: a ``DType`` value (a NumPy dtype when returned to Python, usable
+    as ``numpy.empty(n, view.dtype)`` in compiled code)."""
+
+    def codegen(context, builder, sig, args):
+        return context.get_dummy_value()
+
+    return types.DType(view.dtype)(view), codegen
+
+
+@overload(len)
+def _ov_len(view):
+    if not isinstance(view, StridedViewType):
+        return None
+    if view.ndim == 0:
+        raise TypingError(f"len() of a 0-d view ({view}): use view.shape or view.size")
+    return lambda view: view.shape[0]
+
+
+def _python_only_names():
+    """What only a Python view has: each is a one-line typing error in compiled code."""
+    from ._numba_layout import python_only
+
+    objects = (
+        "is a Python object, which compiled code has no type for; read it in Python and "
+        "pass what the code needs (the view, its ptr or layout)"
+    )
+    driver = (
+        "is found through the CUDA driver, which compiled code cannot call; read it in "
+        "Python and pass it as an argument"
+    )
+    for name, why in [("buffer", objects), ("exporting_obj", objects),
+                      ("device_id", driver), ("is_device_accessible", driver)]:  # fmt: skip
+        python_only(StridedViewType, name, f"StridedMemoryView.{name} {why}", method=False)
+    for name in ("copy_from", "copy_to"):
+        python_only(
+            StridedViewType, name,
+            f"StridedMemoryView.{name}() plans and launches copies from Python; call it "
+            "from Python, or copy element by element (dst[i, j] = src[i, j]) in compiled code",
+        )  # fmt: skip
+    for name in ("from_any_interface", "from_array_interface", "from_buffer",
+                 "from_cuda_array_interface", "from_dlpack"):  # fmt: skip
+        python_only(
+            StridedViewType, name,
+            f"StridedMemoryView.{name}() imports Python objects; make the view in Python "
+            "and pass it to the compiled function",
+        )  # fmt: skip
+    no_repr = (
+        "a view has no repr() or str() in compiled code (Numba strings are not Python's); "
+        "return the view and format it in Python"
+    )
+    python_only(StridedViewType, "__repr__", no_repr)
+    python_only(StridedViewType, "__str__", no_repr)
+
+
+_python_only_names()
+
+
 @overload_attribute(StridedViewType, "layout")
 def _ov_layout(view):
     itemsize = view.itemsize
@@ -843,6 +952,61 @@ def _ov_with_layout(view, layout):
         return _view_with_layout(view, layout)
 
     return impl
+
+
+def _element_type_of(dtype, view):
+    """The Numba element type a ``dtype`` argument of ``view()`` names (or a TypingError)."""
+    if dtype is None or isinstance(dtype, (types.NoneType, types.Omitted)):
+        return view.dtype
+    if isinstance(dtype, types.NumberClass):
+        return dtype.instance_type
+    if isinstance(dtype, types.DType):
+        return dtype.dtype
+    raise TypingError(
+        f"view() of {view} needs a dtype known when the code is compiled (numpy.int32, "
+        f"numpy.dtype(...) passed in), got {dtype}"
+    )
+
+
+@inline_method(StridedViewType, "view")
+def _ov_view(view, layout=None, dtype=None):
+    """``view.view(layout=None, dtype=None)``: the view's memory with another layout and/or
+    dtype, checked as Python checks it (the layout must fit the buffer and have the
+    dtype's itemsize: ``ValueError``)."""
+    no_layout = layout is None or isinstance(layout, (types.NoneType, types.Omitted))
+    if not (no_layout or isinstance(layout, StridedLayoutType)):
+        raise TypingError(f"view() of {view} needs a StridedLayout or None, got {layout}")
+    element = _element_type_of(dtype, view)
+    if no_layout and element == view.dtype:
+        return lambda view, layout=None, dtype=None: view
+    result = view.copy(dtype=element)
+    old = view.itemsize
+    new = result.itemsize
+    readonly = view.readonly
+    chosen = _own_layout if no_layout else _given_layout
+
+    def impl(view, layout=None, dtype=None):
+        new_layout = chosen(view, layout)
+        lo, hi = new_layout.offset_bounds
+        limit = view._limit * old // new  # elements of the new itemsize in the buffer
+        status = fit_status(new_layout.itemsize, lo, hi, new, limit)
+        _raise_view(status or writes_status(readonly or new_layout.is_unique))
+        return _view_as(view, new_layout, result, limit)
+
+    return impl
+
+
+@register_jitable
+def _own_layout(view, layout):
+    return view.layout
+
+
+@register_jitable
+def _given_layout(view, layout):
+    return layout
+
+
+_raise_view = status_raiser("view")
 
 
 @register_jitable
@@ -881,6 +1045,40 @@ _raise_with_layout = status_raiser("with_layout")
 def _ov_permuted(view, axis_order):
     # the layout's permuted() checks the axes as Python does; offsets do not change
     return lambda view, axis_order: _view_with_layout(view, view.layout.permuted(axis_order))
+
+
+@intrinsic
+def _view_as(typingctx, view, layout, result, limit):
+    """The view of ``view``'s buffer with ``layout`` and the element type of ``result``
+    (a ``StridedViewType`` value standing for the type), ``limit`` elements of the new
+    itemsize in the buffer (checked by the caller)."""
+    new_type = result.instance_type if isinstance(result, types.TypeRef) else result
+    new_type = new_type.copy(ndim=layout.ndim, layout="A")
+
+    def codegen(context, builder, sig, args):
+        typ, layout_type = sig.args[0], sig.args[1]
+        struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
+        new_layout = cgutils.create_struct_proxy(layout_type)(context, builder, value=args[1])
+        ndim = layout_type.ndim
+        int64 = ir.IntType(64)
+        # the buffer's start, in bytes, then the new element (0, ..., 0)
+        base = builder.sub(
+            builder.ptrtoint(struct.data, int64),
+            builder.mul(struct.offset, int64(typ.itemsize)),
+        )
+        data = builder.add(base, builder.mul(new_layout.slice_offset, int64(new_type.itemsize)))
+        pointer_type = context.get_value_type(types.CPointer(new_type.dtype))
+        view = _derived_view(
+            context, builder, sig.return_type, struct, typ, builder.inttoptr(data, pointer_type),
+            cgutils.unpack_tuple(builder, new_layout.shape, ndim),
+            cgutils.unpack_tuple(builder, new_layout.strides, ndim),
+            new_layout.slice_offset,
+        )  # fmt: skip
+        out = cgutils.create_struct_proxy(sig.return_type)(context, builder, value=view)
+        out.limit = args[3]
+        return out._getvalue()
+
+    return new_type(view, layout, result, limit), codegen
 
 
 @intrinsic
