@@ -90,3 +90,32 @@ def register_cuda_support():
     )
     register_cuda_model()
     register_cuda_inline()
+    _refuse_in_kernels()
+
+
+def _refuse_in_kernels():
+    """``hash(layout)`` and ``str()`` of a layout or view in a kernel: a one-line typing
+    error (numba-cuda has no ``hash()``, and its ``str()`` needs strings it cannot make)."""
+    from numba.core.errors import TypingError
+    from numba.cuda.extending import overload
+
+    from layoutkit._numba_layout import StridedLayoutType
+    from layoutkit._numba_view import StridedViewType
+
+    @overload(hash, target="cuda")
+    def _hash(value):
+        if isinstance(value, StridedLayoutType):
+            raise TypingError(
+                "hash() of a StridedLayout is not available in CUDA kernels (numba-cuda has "
+                "no hash()); compare layouts with ==, or hash them in Python or @njit code"
+            )
+        return None
+
+    @overload(str, target="cuda")
+    def _str(value):
+        if isinstance(value, (StridedLayoutType, StridedViewType)):
+            raise TypingError(
+                "a layout or view has no repr() or str() in CUDA kernels (kernels have no "
+                "strings); format it in Python"
+            )
+        return None

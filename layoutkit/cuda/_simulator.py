@@ -117,6 +117,28 @@ class SimulatedView:
         return self._readonly
 
     @property
+    def dtype(self):
+        """The element type (a NumPy dtype)."""
+        return self._elements.dtype
+
+    @property
+    def ptr(self):
+        """Address of element ``(0, ..., 0)`` (``int``)."""
+        return self._elements.ctypes.data + self._offset * self._elements.itemsize
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-d view")
+        return self._shape[0]
+
+    def __getattr__(self, name):
+        # what compiled code refuses (layoutkit._numba_view), refused here by name too
+        why = _PYTHON_ONLY.get(name)
+        if why is None:
+            raise AttributeError(f"'SimulatedView' object has no attribute {name!r}")
+        raise AttributeError(f"StridedMemoryView.{name} {why}")
+
+    @property
     def layout(self):
         """The :class:`~layoutkit.StridedLayout` of this view, relative to its buffer."""
         from layoutkit.layout import StridedLayout
@@ -134,6 +156,28 @@ class SimulatedView:
         if status:
             raise status_error(status, "with_layout")
         return self._derived(layout.shape, layout._strides, layout.slice_offset)
+
+    def view(self, layout=None, dtype=None):
+        """This view's buffer with another layout and/or dtype (the checks of compiled
+        code: the layout must fit the buffer and have the dtype's itemsize)."""
+        new_dtype = self._elements.dtype if dtype is None else np.dtype(dtype)
+        if layout is None:
+            if new_dtype == self._elements.dtype:
+                return self
+            layout = self.layout
+        elements = self._elements
+        if new_dtype != elements.dtype:
+            count = len(elements) * elements.itemsize // new_dtype.itemsize
+            elements = _aliasing_array(elements.ctypes.data, count, new_dtype, self._readonly)
+        low, high = layout.offset_bounds
+        status = fit_status(
+            layout.itemsize, low, high, elements.itemsize, len(elements)
+        ) or writes_status(self._readonly or layout.is_unique)
+        if status:
+            raise status_error(status, "view")
+        return SimulatedView(
+            elements, layout.shape, layout._strides, layout.slice_offset, self._readonly, self
+        )
 
     def permuted(self, axis_order):
         """The view with its axes reordered (the layout's ``permuted``, checks included)."""
@@ -211,6 +255,27 @@ class SimulatedView:
             f"SimulatedView(shape={self._shape}, strides={self._strides}, "
             f"dtype={self._elements.dtype})"
         )
+
+
+_OBJECT = (
+    "is a Python object, which compiled code has no type for; read it in Python and pass "
+    "what the code needs (the view, its ptr or layout)"
+)
+_DRIVER = (
+    "is found through the CUDA driver, which compiled code cannot call; read it in Python "
+    "and pass it as an argument"
+)
+_PYTHON_ONLY = {
+    "buffer": _OBJECT, "exporting_obj": _OBJECT, "device_id": _DRIVER,
+    "is_device_accessible": _DRIVER,
+    "copy_from": "(copies are planned and launched from Python)",
+    "copy_to": "(copies are planned and launched from Python)",
+    **dict.fromkeys(
+        ("from_any_interface", "from_array_interface", "from_buffer",
+         "from_cuda_array_interface", "from_dlpack"),
+        "(imports Python objects: make the view in Python and pass it)",
+    ),
+}  # fmt: skip
 
 
 def _bound(value):
