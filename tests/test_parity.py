@@ -1,0 +1,263 @@
+"""One API (issue 11): what works on a layout or view in compiled code works in Python,
+with the same names and meaning, and the other way round.
+
+The table is ``tests/helpers/parity.py``. Each entry is checked in ``@njit`` code (the
+same value, or the same exception class, as Python; or a one-line ``TypingError`` that
+says why), compiled for CUDA with ``compile_ptx`` and run in the CUDA simulator (in its
+own process). A public name added to ``StridedLayout`` or ``StridedMemoryView`` without
+an entry fails here, and so does a name registered on a compiled type that Python lacks.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+from helpers import parity as P
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import njit
+from numba.core.errors import TypingError
+
+from layoutkit import StridedLayout, StridedMemoryView
+
+SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+not_simulated = pytest.mark.skipif(SIMULATED, reason="this is the simulator process")
+ENTRIES = [pytest.param(entry, id=f"{entry.subject}-{entry.expr}") for entry in P.ENTRIES]
+# Python-only dunders that compiled code spells as operators, and names the table does not
+# exercise through an attribute: constructors, classmethods and operators have entries
+_OPERATORS = {"__hash__": "hash", "__repr__": "repr", "__str__": "str"}
+
+
+def _outcome(function, *args):
+    try:
+        return "ok", function(*args)
+    except TypingError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the class is what is compared
+        return type(error), None
+
+
+# ------------------------------------------------------------------ the table is complete
+@not_simulated
+@pytest.mark.parametrize(
+    ("cls", "subject"), [(StridedLayout, "layout"), (StridedMemoryView, "view")]
+)
+def test_every_public_python_name_has_an_entry(cls, subject):
+    covered = {entry.name for entry in P.ENTRIES if entry.subject == subject}
+    assert P.public_names(cls) <= covered, P.public_names(cls) - covered
+
+
+@not_simulated
+@pytest.mark.parametrize("subject", ["layout", "view"])
+def test_every_compiled_name_is_a_python_name(subject):
+    from layoutkit._numba_layout import StridedLayoutType
+    from layoutkit._numba_view import StridedViewType
+
+    numba_type = StridedLayoutType if subject == "layout" else StridedViewType
+    cls = StridedLayout if subject == "layout" else StridedMemoryView
+    covered = {entry.name for entry in P.ENTRIES if entry.subject == subject}
+    for name in P.compiled_names(numba_type):
+        if name in ("_slice_offset", "_limit"):  # the view struct's own members
+            continue
+        assert hasattr(cls, name), f"compiled {subject}s have {name}, Python's do not"
+        assert _OPERATORS.get(name, name) in covered, f"{name} has no entry in the table"
+
+
+# ------------------------------------------------------------------ @njit
+@not_simulated
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_njit_agrees_with_python(entry):
+    x = P.subject(entry)
+    function = P.python_function(entry)
+    compiled = njit(function)
+    if entry.compiled == "refused":
+        with pytest.raises(TypingError) as info:
+            compiled(x)
+        message = str(info.value)
+        assert entry.why in message
+        # the reason is one line of its own in Numba's report
+        assert any(entry.why in line and len(line) < 400 for line in message.splitlines())
+        return
+    status, value = _outcome(compiled, x)
+    python_status, expected = _outcome(function, P.subject(entry) if entry.statement else x)
+    assert status == python_status
+    if status == "ok":
+        assert P.same_result(expected, value, entry.kind), (expected, value)
+
+
+# ------------------------------------------------------------------ CUDA, compile only
+@pytest.fixture
+def compile_ptx(monkeypatch):
+    cuda = pytest.importorskip("numba.cuda")
+    pytest.importorskip("layoutkit.cuda")
+    import numba.cuda.dispatcher as dispatcher
+
+    from tests.conftest import gpu_unavailable_reason
+
+    if gpu_unavailable_reason() is not None:  # see test_layout_cuda_compile.compile_ptx
+        monkeypatch.setattr(
+            dispatcher,
+            "get_current_device",
+            lambda: types.SimpleNamespace(compute_capability=(9, 0)),
+        )
+    return lambda kernel, signature: cuda.compile_ptx(kernel, signature, cc=(9, 0))
+
+
+@not_simulated
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_cuda_compiles_what_njit_compiles(entry, compile_ptx):
+    from numba import types as nt
+
+    from layoutkit._numba_layout import layout_type
+    from layoutkit._numba_view import view_numba_type
+
+    x = P.subject(entry)
+    arg = layout_type(x.ndim) if entry.subject == "layout" else view_numba_type(x, for_cuda=True)
+    kernel = P.make_kernel(entry)
+    why = entry.why if entry.compiled == "refused" else entry.cuda_why
+    if why:
+        with pytest.raises(TypingError, match=why.replace("(", r"\(").replace(")", r"\)")):
+            compile_ptx(kernel, (nt.int64[:], arg))
+    else:
+        ptx, _ = compile_ptx(kernel, (nt.int64[:], arg))
+        assert ".visible .entry" in ptx
+
+
+# ------------------------------------------------------------------ the CUDA simulator
+def _simulated_outcomes():
+    """Run every entry's kernel in the simulator: ``[(status, out[0]), ...]``."""
+    import layoutkit.cuda
+
+    results = []
+    for entry in P.ENTRIES:
+        kernel = layoutkit.cuda.jit(P.make_kernel(entry))
+        out = np.zeros(1, np.int64)
+        try:
+            kernel[1, 1](out, P.subject(entry))
+            results.append(("ok", int(out[0])))
+        except Exception as error:  # noqa: BLE001 - the class is what is compared
+            results.append((type(error).__name__, str(error)))
+    return results
+
+
+@pytest.mark.skipif(not SIMULATED, reason="runs in the simulator process")
+def test_simulator_outcomes():
+    print("OUTCOMES " + json.dumps(_simulated_outcomes()))
+
+
+@not_simulated
+def test_simulator_agrees_with_python():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
+         f"{__file__}::test_simulator_outcomes"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("OUTCOMES "))
+    outcomes = json.loads(line[len("OUTCOMES ") :])
+    for entry, (status, value) in zip(P.ENTRIES, outcomes, strict=True):
+        if entry.subject == "view" and entry.compiled == "refused" and entry.name not in ("repr", "str"):
+            # the simulated view refuses what compiled code refuses, naming it
+            assert status == "AttributeError" and entry.name in value, (entry, status, value)
+            continue
+        if entry.subject == "layout" and entry.compiled == "refused":
+            continue  # layouts are Python objects in the simulator: Python's methods work
+        if entry.name in ("repr", "str"):
+            continue
+        # the same kernel run in Python on the Python view or layout
+        out = np.zeros(1, np.int64)
+        python_status, _ = _outcome(P.make_kernel(entry), out, P.subject(entry))
+        expected = "ok" if python_status == "ok" else python_status.__name__
+        assert status == expected, (entry, status, value)
+        if status == "ok" and entry.expr != "x.ptr":  # (another process: other addresses)
+            assert value == int(out[0]), (entry, value, int(out[0]))
+
+
+# ------------------------------------------------------------------ properties
+@njit
+def _hash(layout):
+    return hash(layout)
+
+
+@njit
+def _view_facts(view):
+    return view.ptr, view.readonly, len(view), view.dtype
+
+
+@njit
+def _retyped(view, layout, dtype):
+    return view.view(layout, dtype)
+
+
+@njit
+def _own_layout_retyped(view, dtype):
+    return view.view(dtype=dtype)
+
+
+_small_layouts = st.builds(
+    lambda shape, order, itemsize, step: StridedLayout.dense(shape, itemsize, order)[::step],
+    st.lists(st.integers(0, 4), min_size=1, max_size=4).map(tuple),
+    st.sampled_from(["C", "F"]),
+    st.sampled_from([1, 2, 4, 8]),
+    st.sampled_from([1, -1, 2, -2]),
+)
+
+
+@not_simulated
+@settings(max_examples=60, deadline=None)
+@given(_small_layouts, st.booleans())
+def test_hash_in_njit_is_python_hash(layout, implicit):
+    if implicit and layout.is_contiguous_c and not layout.slice_offset:
+        layout = StridedLayout(layout.shape, None, layout.itemsize)
+    assert _hash(layout) == hash(layout)
+    assert _hash(layout.unsqueezed(0)) == hash(layout.unsqueezed(0))
+
+
+_DTYPES = [np.uint8, np.int16, np.float32, np.int64, np.complex128]
+
+
+@not_simulated
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple),
+    st.sampled_from(_DTYPES),
+    st.sampled_from(_DTYPES),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_view_retyping_agrees_with_python(shape, dtype, new_dtype, start, readonly):
+    base = np.zeros(shape, dtype)
+    base.flags.writeable = not readonly
+    view = StridedMemoryView.from_array_interface(base)
+    assert _view_facts(view) == (view.ptr, view.readonly, len(view), view.dtype)
+    new = np.dtype(new_dtype)
+    buffer_elements = view.buffer.size // new.itemsize
+    candidates = [
+        StridedLayout.dense((buffer_elements,), new.itemsize)[start:],
+        StridedLayout.dense((buffer_elements + 1,), new.itemsize),  # past the end
+        StridedLayout.dense(shape, view.layout.itemsize),  # the itemsize differs if retyped
+    ]
+    for layout in candidates:
+        python_status, expected = _outcome(view.view, layout, new)
+        status, value = _outcome(_retyped, view, layout, new)
+        assert status == python_status, (layout, new)
+        if status == "ok":
+            assert P.same_result(expected, value, "view")
+    python_status, expected = _outcome(lambda: view.view(dtype=new))
+    status, value = _outcome(_own_layout_retyped, view, new)
+    assert status == python_status
+    if status == "ok":
+        assert P.same_result(expected, value, "view")
+
+
+def test_len_of_a_0d_view_is_a_typing_error():
+    view = StridedMemoryView.from_array_interface(np.zeros(()))
+    with pytest.raises(TypeError):
+        len(view)
+    with pytest.raises(TypingError, match="len\\(\\) of a 0-d view"):
+        njit(lambda v: len(v))(view)
