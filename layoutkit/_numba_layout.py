@@ -11,14 +11,15 @@ imported) ``@cuda.jit`` code:
   strides, ``layout.strides`` is never None there, and a returned layout is explicit;
 * ``StridedLayout(shape, strides, itemsize, divide_strides=False)``,
   ``StridedLayout.dense(shape, itemsize, stride_order)``, ``StridedLayout.dense_like``,
-  ``==`` and ``!=``;
+  ``==``, ``!=`` and ``hash()`` (Python's value; ``@njit`` only: numba-cuda has no
+  ``hash``), every argument also by keyword, with Python's defaults;
 * the properties, and every transform whose number of dimensions is known when the code
   is compiled: ``permuted``, ``reshaped``, ``broadcast_to``, ``unsqueezed``, ``repacked``
   (``keep_dim=True``), ``to_dense``, ``sliced`` and ``layout[...]`` (ints, slices,
   ``None``, ``...``), plus ``max_compatible_itemsize``, ``required_size_in_bytes``,
   ``flattened_axis_mask`` and ``offset_of(index)``. ``squeezed`` and ``flattened`` give a
   number of dimensions that depends on run-time values, so compiled code cannot type their
-  result; calling them is a typing error that says so.
+  result; calling them is a typing error that says so, as is ``repr()`` / ``str()``.
 
 Arguments are checked as the Python class checks them, with the same exception classes
 (``AxisError`` for an axis or index out of range, ``ValueError``, ``OverflowError``) and

@@ -29,7 +29,13 @@ In compiled code a view ``v`` supports:
 * ``v[i, j]`` loads and stores (negative indices count from the end, as in NumPy; values
   are cast to the dtype); stores into a read-only view are a ``TypingError`` saying so;
 * basic indexing with slices (any step), ``None`` and ``...``, giving a view;
-* ``v.shape``, ``v.strides`` (elements), ``v.ndim``, ``v.size``;
+* ``v.shape``, ``v.strides`` (elements), ``v.ndim``, ``v.size``, ``len(v)``,
+  ``v.readonly`` (a constant), ``v.ptr`` (the address of element ``(0, ..., 0)``) and
+  ``v.dtype`` (``numpy.empty(n, v.dtype)`` works; returned to Python it is the NumPy
+  dtype);
+* ``v.view(layout=None, dtype=None)``, as in Python: the same buffer with another
+  layout and/or element type (a NumPy type or dtype known when the code is compiled),
+  checked as Python checks it (``ValueError``);
 * ``v.permuted(axis_order)``, ``v.layout`` (the compiled ``StridedLayout`` of
   ``layoutkit._numba_layout``, with its properties and transforms) and
   ``v.with_layout(layout)``, the view of the same buffer with another layout, which must
@@ -38,7 +44,12 @@ In compiled code a view ``v`` supports:
   read-only, and compiled code cannot change a view's type at run time: pass a read-only
   view to read through a broadcast);
 * returning views to Python (``@njit``): they come back as ``StridedMemoryView`` objects
-  of the same buffer (the very argument when nothing changed).
+  of the same buffer and exporting object, as ``view.view(layout, dtype)`` makes them
+  in Python (the very argument when nothing changed).
+
+What only Python has is a one-line ``TypingError`` that says why: ``buffer`` and
+``exporting_obj`` (Python objects), ``device_id`` and ``is_device_accessible`` (the
+driver), ``copy_from`` / ``copy_to`` and the ``from_*`` importers, ``repr`` / ``str``.
 
 Indices are checked against their extents (``IndexError``) in ``@njit(boundscheck=True)``
 functions, under ``NUMBA_BOUNDSCHECK=1``, for :class:`BoundsCheckedView` arguments and in

@@ -464,7 +464,8 @@ class StridedMemoryView:
         ``view.view(view.layout[::2])`` takes every other element). A missing argument
         keeps this view's; with both missing, the view itself is returned. The result
         keeps the read-only flag (and is read-only where ``layout`` is not unique) and
-        the exporting object. No CUDA driver is needed for host memory.
+        the exporting object. No CUDA driver is needed for host memory. Compiled code
+        (``@njit``, kernels) has the same method, with a dtype known when it compiles.
 
         Raises
         ------

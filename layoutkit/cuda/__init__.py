@@ -14,9 +14,11 @@ per launch) to a kernel::
 
 Inside the kernel a view supports ``v[i, j]`` loads and stores, basic indexing with slices,
 ``None`` and ``...`` (giving views), ``v.shape``, ``v.strides`` (in elements), ``v.ndim``,
-``v.size``, ``v.permuted(axis_order)``, ``v.layout`` (a compiled ``StridedLayout`` with its
-properties and transforms) and ``v.with_layout(layout)`` (the view with another layout of
-the same memory, e.g. ``v.with_layout(v.layout.permuted((1, 0)))``). Stores into read-only views fail to compile.
+``v.size``, ``len(v)``, ``v.readonly``, ``v.ptr``, ``v.dtype``, ``v.permuted(axis_order)``,
+``v.layout`` (a compiled ``StridedLayout`` with its properties and transforms),
+``v.with_layout(layout)`` and ``v.view(layout, dtype)`` (the view with another layout or
+element type of the same memory, e.g. ``v.with_layout(v.layout.permuted((1, 0)))``), as
+in Python. Stores into read-only views fail to compile.
 ``layoutkit.cuda.jit(boundscheck=True, debug=True)`` checks indices.
 
 For hot loops, ``launcher = kernel.prepare(griddim, blockdim, *example_args)`` compiles

@@ -159,7 +159,17 @@ class SimulatedView:
 
     def view(self, layout=None, dtype=None):
         """This view's buffer with another layout and/or dtype (the checks of compiled
-        code: the layout must fit the buffer and have the dtype's itemsize)."""
+        code: the layout must fit the buffer and have the dtype's itemsize).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from layoutkit import StridedMemoryView
+        >>> view = SimulatedView.from_view(StridedMemoryView.from_array_interface(np.ones(2)))
+        >>> bits = view.view(dtype=np.uint64)
+        >>> hex(int(bits[0])), bits.dtype, len(bits), bits.ptr == view.ptr
+        ('0x3ff0000000000000', dtype('uint64'), 2, True)
+        """
         new_dtype = self._elements.dtype if dtype is None else np.dtype(dtype)
         if layout is None:
             if new_dtype == self._elements.dtype:
