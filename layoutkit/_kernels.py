@@ -35,8 +35,7 @@ Conventions
   offset and every byte offset (to the end of the last element) fit in int64.
 """
 
-from numba import njit
-
+from ._jit import njit
 from ._kernel_codes import (  # noqa: F401 - re-exported for compiled callers
     EXACT_UNIQUE_LIMIT,
     FLAG_ANY,

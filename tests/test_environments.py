@@ -4,6 +4,10 @@ environment variables or interpreter options, so a failure at import is a failur
 - ``NUMBA_DISABLE_JIT=1``: Numba runs ``@njit`` functions as Python. The layout API,
   views, copies and the demo give the results they give compiled (the host copy kernel's
   pointer intrinsics cannot run as Python; NumPy does that copy).
+- No cache location: Numba refuses ``cache=True`` where it cannot write (a read-only
+  installation without a writable ``NUMBA_CACHE_DIR`` or home cache);
+  ``NUMBA_CACHE_LOCATOR_CLASSES=IPythonCacheLocator`` is that situation without a
+  read-only mount (that locator finds nothing outside IPython).
 - ``python -OO`` (no asserts, no docstrings), ``-X dev -W error`` (no warnings on normal use).
 """
 
@@ -68,11 +72,12 @@ def run_python(code, env=None, options=()):
     "env, options",
     [
         ({"NUMBA_DISABLE_JIT": "1"}, ()),
+        ({"NUMBA_CACHE_LOCATOR_CLASSES": "IPythonCacheLocator"}, ()),
         ({"NUMBA_BOUNDSCHECK": "1"}, ()),
         ({}, ("-OO",)),
         ({}, ("-X", "dev", "-W", "error")),
     ],
-    ids=["disable-jit", "boundscheck", "OO", "dev-W-error"],
+    ids=["disable-jit", "no-cache-location", "boundscheck", "OO", "dev-W-error"],
 )
 def test_host_work_in_environment(env, options):
     assert run_python(HOST_WORK, env, options).strip().endswith("ok")
@@ -80,9 +85,28 @@ def test_host_work_in_environment(env, options):
 
 @pytest.mark.parametrize(
     "env",
-    [{"NUMBA_DISABLE_JIT": "1"}],
-    ids=["disable-jit"],
+    [{"NUMBA_DISABLE_JIT": "1"}, {"NUMBA_CACHE_LOCATOR_CLASSES": "IPythonCacheLocator"}],
+    ids=["disable-jit", "no-cache-location"],
 )
 def test_demo_in_environment(env):
     out = run_python("import runpy; runpy.run_module('layoutkit', run_name='__main__')", env)
     assert out.strip().splitlines()[-1] == "25 of 25 layouts match NumPy"
+
+
+def test_user_njit_code_compiles_without_a_cache_location():
+    out = run_python(
+        """
+        import numpy as np
+        from numba import njit
+        from layoutkit import StridedLayout, StridedMemoryView
+
+        @njit
+        def f(view, layout):
+            return view[1] + view.layout.volume + layout.permuted((1, 0)).strides[0]
+
+        print(f(StridedMemoryView.from_array_interface(np.arange(4.0)),
+                StridedLayout.dense((2, 3), 4)))
+        """,
+        {"NUMBA_CACHE_LOCATOR_CLASSES": "IPythonCacheLocator"},
+    )
+    assert out.strip() == "6.0"

@@ -13,8 +13,8 @@ import threading
 
 import numpy as np
 from numba import config as numba_config
-from numba import njit
 
+from layoutkit._jit import njit
 from layoutkit.copy._units import UNIT_PROTOTYPES, copy_bytes, load_unit, store_unit
 from layoutkit.copy.plan import HOST, MEMCPY, NONE
 
