@@ -4,6 +4,7 @@ Importing this package is cheap: it does not import Numba's CUDA target,
 ``cuda.bindings``, CuPy or torch. Every public name below is loaded on first use.
 """
 
+import _thread
 import importlib
 
 __all__ = [
@@ -22,12 +23,16 @@ __all__ = [
     "StridedMemoryView",
     "args_viewable_as_strided_memory",
     "copy",
-    "cuda",
     "display",
     "plan_copy",
 ]
 
 __version__ = "0.1.0"
+
+# subpackages loaded on first attribute access; layoutkit.cuda is not in __all__, so
+# ``from layoutkit import *`` stays light (it imports Numba's CUDA target and the driver
+# bindings) and does not replace numba's ``cuda`` where a script imported both
+_SUBMODULES = frozenset({"cuda", "display"})
 
 # public name -> module that defines it (imported on first attribute access)
 _LAZY = {
@@ -50,16 +55,26 @@ _LAZY = {
 }
 
 
+# Lazy loads are serialised: the modules behind them import Numba, whose circular imports
+# hand a second thread that imports it at the same time partially initialised modules
+# (ImportError, AttributeError), and layoutkit.copy's own cycle raised _DeadlockError when
+# two threads touched layoutkit.copy and layoutkit.plan_copy first. Re-entrant: a module
+# being loaded may read another lazy name.
+_LOAD_LOCK = _thread.RLock()
+
+
 def __getattr__(name):
-    if name in ("cuda", "display"):
-        return importlib.import_module(f"layoutkit.{name}")
+    if name in _SUBMODULES:
+        with _LOAD_LOCK:
+            return importlib.import_module(f"layoutkit.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'layoutkit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
+    with _LOAD_LOCK:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)

@@ -6,6 +6,7 @@ and the byte offset of every index. The exit status is 1 when any line fails.
 """
 
 import argparse
+import os
 import sys
 
 import numpy as np
@@ -13,6 +14,11 @@ import numpy as np
 from layoutkit import StridedLayout
 
 _DTYPES = {1: np.uint8, 2: np.float16, 4: np.float32, 8: np.float64, 16: np.complex128}
+#: Most elements of a random layout: each case builds a NumPy array of its whole volume
+#: (extents 2-7 in 32 dimensions would be about 10**27 elements).
+MAX_VOLUME = 2**20
+#: Most random layouts one run checks (about two minutes on one core).
+MAX_COUNT = 10**6
 
 
 def _numpy_dense(shape, itemsize, order):
@@ -121,7 +127,7 @@ def random_cases(count, ndim, seed):
     rng = np.random.default_rng(seed)
     for number in range(count):
         itemsize = int(rng.choice(list(_DTYPES)))
-        shape = tuple(int(n) for n in rng.integers(2, 8, ndim))
+        shape = _bounded(tuple(int(n) for n in rng.integers(2, 8, ndim)))
         order = tuple(int(axis) for axis in rng.permutation(ndim))
         layout = StridedLayout.dense(shape, itemsize, stride_order=order)
         base = _numpy_dense(shape, itemsize, order)
@@ -140,6 +146,22 @@ def random_cases(count, ndim, seed):
             base[tuple(slices)].transpose(axes),
             base,
         )
+
+
+def _bounded(shape, limit=MAX_VOLUME):
+    """``shape`` with the extents that would take its volume past ``limit`` lowered to 1.
+
+    Examples
+    --------
+    >>> _bounded((4, 5, 6), limit=25)
+    (4, 5, 1)
+    """
+    bounded, volume = [], 1
+    for extent in shape:
+        extent = extent if volume * extent <= limit else 1
+        volume *= extent
+        bounded.append(extent)
+    return tuple(bounded)
 
 
 def run(cases, out=None):
@@ -165,13 +187,21 @@ def main(argv=None):
         prog="python -m layoutkit",
         description="Build, transform and check strided layouts against NumPy views.",
     )
-    parser.add_argument("--count", type=int, default=8, help="random layouts to check (8)")
-    parser.add_argument("--ndim", type=int, default=3, help="dimensions of random layouts (3)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for random layouts (0)")
+    parser.add_argument(
+        "--count", type=int, default=8, help=f"random layouts to check, at most {MAX_COUNT} (8)"
+    )
+    parser.add_argument(
+        "--ndim", type=int, default=3, help="dimensions of random layouts, 1 to 32 (3)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed for random layouts, an integer >= 0 (0)"
+    )
     parser.add_argument("--no-tour", action="store_true", help="check only random layouts")
     args = parser.parse_args(argv)
-    if args.count < 0:
-        parser.error(f"--count must be >= 0, got {args.count}")
+    if not 0 <= args.count <= MAX_COUNT:
+        parser.error(f"--count must be >= 0 and at most {MAX_COUNT}, got {args.count}")
+    if args.seed < 0:  # NumPy's generators take non-negative seeds only
+        parser.error(f"--seed must be >= 0, got {args.seed}")
     if not 1 <= args.ndim <= 32:
         parser.error(f"--ndim must be between 1 and 32, got {args.ndim}")
 
@@ -186,5 +216,25 @@ def main(argv=None):
     return 1 if failures else 0
 
 
+def _command_line():
+    """``main()`` for ``python -m layoutkit``: output that cannot be written (a closed pipe,
+    as in ``| head``, or a full disk) ends the run with status 1 and one line, not a
+    traceback."""
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        status = 1  # the reader has gone: nothing more to say
+    except OSError as exc:
+        print(f"python -m layoutkit: error: cannot write the output: {exc}", file=sys.stderr)
+        status = 1
+    else:
+        return status
+    # Python flushes stdout again at exit, which would fail (and print) once more
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_command_line())

@@ -5,7 +5,20 @@ then calls the single specialisation's entry point directly, skipping the dispat
 type resolution (about 0.6 µs a call). Numba is imported on the first call, not before.
 """
 
-__all__ = ["KernelCall"]
+__all__ = ["KernelCall", "entry_point"]
+
+
+def entry_point(dispatcher, args):
+    """What later calls of ``dispatcher`` with arguments of ``args``' types should call.
+
+    The compiled specialisation's entry point once ``dispatcher(*args)`` has run, or the
+    kernel itself where there is no compiled code: under ``NUMBA_DISABLE_JIT=1`` the
+    kernels of :mod:`layoutkit._kernels` are plain Python functions (no ``overloads``).
+    """
+    overloads = getattr(dispatcher, "overloads", None)
+    if overloads is None:
+        return dispatcher
+    return overloads[tuple(map(dispatcher.typeof_pyval, args))].entry_point
 
 
 class KernelCall:
@@ -28,14 +41,10 @@ class KernelCall:
     def __call__(self, *args):
         entry = self._entry
         if entry is None:
-            from numba import typeof
-
             from . import _kernels
 
             dispatcher = getattr(_kernels, self._name)
             result = dispatcher(*args)
-            types = tuple(typeof(a) for a in args)
-            (signature,) = [s for s in dispatcher.signatures if tuple(s) == types]
-            self._entry = dispatcher.overloads[signature].entry_point
+            self._entry = entry_point(dispatcher, args)
             return result
         return entry(*args)

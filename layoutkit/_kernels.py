@@ -35,8 +35,7 @@ Conventions
   offset and every byte offset (to the end of the last element) fit in int64.
 """
 
-from numba import njit
-
+from ._jit import njit
 from ._kernel_codes import (  # noqa: F401 - re-exported for compiled callers
     EXACT_UNIQUE_LIMIT,
     FLAG_ANY,
@@ -249,7 +248,9 @@ def merge_mask(lay, n):
         e = lay[j]
         s = lay[n + j]
         if _merges(ge, gs, e, s, empty):
-            mask |= 1 << j
+            # bit 63 is the int64 sign bit: compiled code's 1 << 63 wraps to it, Python's
+            # (NUMBA_DISABLE_JIT) would be 2**63, which no int64 holds
+            mask |= (1 << j) if j < 63 else -(1 << 62) * 2
             if e != 1:
                 gs = s
             ge *= e

@@ -131,14 +131,27 @@ def view_html(view):
             f"view must be a StridedMemoryView or have a layout, got {type(view).__name__}"
         )
     layout = _as_layout(layout, "view.layout")
-    rows = [("dtype", getattr(view, "dtype", None))]
-    ptr = getattr(view, "ptr", None)
-    if ptr is not None:
-        rows.append(("ptr", hex(ptr)))
-    for name in ("device_id", "is_device_accessible", "readonly"):
-        if hasattr(view, name):
-            rows.append((name, getattr(view, name)))
+    rows = []
+    for name in ("dtype", "ptr", "device_id", "is_device_accessible", "readonly"):
+        value = _attribute(view, name)
+        if value is not _MISSING:
+            rows.append((name, hex(value) if name == "ptr" and type(value) is int else value))
     return _html_block(type(view).__name__, layout, rows + _property_rows(layout))
+
+
+_MISSING = object()
+
+
+def _attribute(view, name):
+    """``view.name`` for the table; ``_MISSING`` where it has none, and the reason where
+    reading it raises (a closed buffer, no CUDA driver to ask): a picture never fails
+    because a property cannot be read now."""
+    try:
+        return getattr(view, name)
+    except AttributeError:
+        return _MISSING
+    except Exception as exc:
+        return f"unknown ({type(exc).__name__}: {exc})"
 
 
 def _drawable(shape):

@@ -222,11 +222,10 @@ class _Kernel:
         dispatcher = getattr(_kernels, self._name)
         entry = _cached_entry_point(dispatcher, args)
         if entry is None:  # not cached yet: the dispatcher compiles (and caches) it
+            from ._kernel_calls import entry_point
+
             result = dispatcher(*args)
-            entry = dispatcher  # with NUMBA_DISABLE_JIT=1 the kernel is the Python function
-            overloads = getattr(dispatcher, "overloads", None)
-            if overloads is not None:
-                entry = overloads[tuple(map(dispatcher.typeof_pyval, args))].entry_point
+            entry = entry_point(dispatcher, args)  # the Python function under NUMBA_DISABLE_JIT
         else:
             result = entry(*args)
         globals()[self._alias] = entry

@@ -291,3 +291,29 @@ def test_every_layout_renders_at_once(code):
     page = layout_html(eval(code, {"StridedLayout": StridedLayout}))  # noqa: S307
     assert len(page) == int(result.stdout)
     parse_html(page)
+
+
+def test_a_view_of_a_closed_buffer_still_displays():
+    """view_html (Jupyter's _repr_html_) read device_id with hasattr, which lets everything
+    but AttributeError through: a view of a closed buffer raised the buffer's RuntimeError
+    ('cannot read device_id of a closed Buffer') where repr(view) works. Properties that
+    cannot be read now say why; the picture and the layout's rows are drawn."""
+    from layoutkit import HostMemoryResource, StridedMemoryView
+
+    buffer = HostMemoryResource().allocate(96)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((3, 4), 8), np.float64)
+    buffer.close()
+    for page in (view_html(view), view._repr_html_()):
+        assert page.count('class="cell"') == 12 and "float64" in page
+        assert "unknown (RuntimeError: buffer is closed" in page
+
+    class Raising:
+        layout = StridedLayout.dense((2, 2), 4)
+        ptr = "not an int"
+
+        @property
+        def dtype(self):
+            raise KeyError("dtype")
+
+    page = view_html(Raising())
+    assert "unknown (KeyError" in page and "not an int" in page and "device_id" not in page

@@ -12,8 +12,9 @@ import os
 import threading
 
 import numpy as np
-from numba import njit
+from numba import config as numba_config
 
+from layoutkit._jit import njit
 from layoutkit.copy._units import UNIT_PROTOTYPES, copy_bytes, load_unit, store_unit
 from layoutkit.copy.plan import HOST, MEMCPY, NONE
 
@@ -28,6 +29,8 @@ PARALLEL_BYTES = 4 << 20
 #: Threads of host copies (and of the packing of staged transfers): half the cores, at
 #: most 8 (on a 2-core machine one thread already saturates its memory bandwidth).
 HOST_THREADS = max(1, min(8, (os.cpu_count() or 1) // 2))
+#: Whether Numba runs ``@njit`` functions as Python (``NUMBA_DISABLE_JIT=1``).
+_PYTHON_ONLY = bool(numba_config.DISABLE_JIT)
 
 
 @njit(cache=True, nogil=True)
@@ -83,9 +86,28 @@ def _source_fast_axis(shape, src_strides):
     return min(moving, key=lambda k: (abs(src_strides[k]), k != last))
 
 
+def _unit_array(address, shape, strides, unit):
+    """A NumPy array of ``unit``-byte void items over host memory at ``address``."""
+    low = sum(min(0, (e - 1) * s) for e, s in zip(shape, strides, strict=True))
+    high = sum(max(0, (e - 1) * s) for e, s in zip(shape, strides, strict=True)) + unit
+    memory = (ctypes.c_char * (high - low)).from_address(address + low)
+    return np.ndarray(shape, f"V{unit}", memory, -low, strides)
+
+
+def _run_in_python(dst, src, shape, dst_strides, src_strides, unit):
+    """The copy kernel's work without compiled code (``NUMBA_DISABLE_JIT=1``, where the
+    kernel's pointer intrinsics cannot run): NumPy copies between arrays over the same
+    addresses (a copy that reaches here has elements: the plan handled empty ones)."""
+    destination = _unit_array(dst, shape, dst_strides, unit)
+    np.copyto(destination, _unit_array(src, shape, src_strides, unit), casting="no")
+
+
 def _run_one(dst, src, shape, dst_strides, src_strides, unit):
     if len(shape) == 1 and dst_strides[0] == unit and src_strides[0] == unit:
         ctypes.memmove(dst, src, shape[0] * unit)
+        return
+    if _PYTHON_ONLY:
+        _run_in_python(dst, src, tuple(shape), tuple(dst_strides), tuple(src_strides), unit)
         return
     shape, dst_strides, src_strides = list(shape), list(dst_strides), list(src_strides)
     fast = _source_fast_axis(shape, src_strides)

@@ -1,12 +1,16 @@
 """``layoutkit.cuda.jit``: numba-cuda kernels whose arguments may be views."""
 
+import contextlib
 import functools
+import inspect
 import os
+import types
 
 import numpy as np
 
 from layoutkit._numba_view import view_arguments, view_numba_type
 from layoutkit.cuda._extension import LaunchArgument, ViewArgumentHandler, launch_argument
+from layoutkit.cuda._launcher import launch_configuration
 from layoutkit.interop.fastpaths import reader_for
 
 extension = ViewArgumentHandler()
@@ -46,15 +50,116 @@ def jit(func=None, /, *, boundscheck=False, **options):
         Launch with ``kernel[griddim, blockdim](*args)`` or
         ``kernel[griddim, blockdim, stream, sharedmem](*args)``; see
         :meth:`ViewKernel.prepare` for the fast launch path.
+
+    Raises
+    ------
+    TypeError
+        For a ``func`` that is not a Python function (a class, a builtin, a signature
+        string or list: argument types come from each launch), a generator or coroutine
+        function, one already compiled (a Numba dispatcher or a ``ViewKernel``: decorate
+        its Python function), an unknown option, or a flag (``boundscheck``, ``debug``,
+        ``opt``, ``lineinfo``, ``cache``, ``fastmath``, ``forceinline``, ``lto``) that is
+        not a bool.
+    ValueError
+        For ``device=True``: device functions are ``numba.cuda.jit(device=True)``, called
+        from kernels with the views those receive.
     """
+    boundscheck = _flag(boundscheck, "boundscheck")
+    _check_options(options)
     if func is None:
         return lambda function: jit(function, boundscheck=boundscheck, **options)
+    _check_kernel_function(func)
     from numba import cuda
 
     if simulator_enabled():
         return ViewKernel(cuda.jit(func, **options), boundscheck, simulated=True)
     extensions = [*options.pop("extensions", ()), extension]
     return ViewKernel(cuda.jit(func, extensions=extensions, **options), boundscheck)
+
+
+# numba-cuda's jit options (its named parameters and the keywords it reads)
+_OPTIONS = frozenset({
+    "device", "inline", "forceinline", "link", "debug", "opt", "lineinfo", "cache",
+    "launch_bounds", "lto", "shared_memory_carveout", "fastmath", "max_registers", "extensions",
+})  # fmt: skip
+_FLAGS = ("debug", "opt", "lineinfo", "cache", "fastmath", "forceinline", "lto", "device")
+_NOT_A_KERNEL = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _flag(value, name, none_allowed=False):
+    if value is None and none_allowed:
+        return None
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+
+
+def _check_options(options):
+    """Refuse what numba-cuda would take silently or fail on much later."""
+    for name in options:
+        if name not in _OPTIONS:
+            known = ", ".join(sorted(_OPTIONS | {"boundscheck"}))
+            raise TypeError(f"jit() got an unexpected keyword argument {name!r} (options: {known})")
+    for name in _FLAGS:
+        if name in options:
+            _flag(options[name], name, none_allowed=name in ("debug", "opt", "lto"))
+    if options.get("device"):
+        raise ValueError(
+            "layoutkit.cuda.jit compiles kernels; write device functions with "
+            "numba.cuda.jit(device=True) and call them from a kernel with its view arguments"
+        )
+    extensions = options.get("extensions", ())
+    if not isinstance(extensions, list | tuple):
+        raise TypeError(
+            f"extensions must be a list or tuple of argument handlers, got {extensions!r}"
+        )
+
+
+def _check_kernel_function(func):
+    if isinstance(func, types.FunctionType):
+        if func.__code__.co_flags & _NOT_A_KERNEL:
+            raise TypeError(
+                f"a kernel cannot be a generator or coroutine function, got {func.__qualname__}"
+            )
+        return
+    if isinstance(func, ViewKernel) or hasattr(func, "py_func"):
+        raise TypeError(
+            f"{func!r} is already compiled; decorate its Python function "
+            "(kernel.dispatcher.py_func, or a Numba dispatcher's .py_func)"
+        )
+    if isinstance(func, str | list | tuple):
+        raise TypeError(
+            "layoutkit.cuda.jit takes the kernel function, not signatures: the argument "
+            f"types come from each launch (got {func!r})"
+        )
+    raise TypeError(f"a kernel must be a Python function, got {func!r} ({type(func).__name__})")
+
+
+def _arity(function):
+    """The kernel's (fewest, most) positional arguments; most is None for ``*args``."""
+    parameters = inspect.signature(function).parameters.values()
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = sum(p.default is p.empty for p in positional)
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    return required, None if varargs else len(positional)
+
+
+@contextlib.contextmanager
+def _driver_needed():
+    """numba-cuda's CudaSupportError (an ImportError) for a missing driver, as layoutkit's
+    NoDriverError: launching or compiling for a GPU on a machine without one."""
+    from numba.cuda.cudadrv.error import CudaSupportError
+
+    try:
+        yield
+    except CudaSupportError as exc:
+        from layoutkit import _driver
+        from layoutkit._errors import NoDriverError
+
+        raise NoDriverError(
+            f"{_driver.NO_DRIVER_MESSAGE}: a kernel needs a GPU to compile and run; "
+            f"NUMBA_ENABLE_CUDASIM=1 runs it in numba-cuda's simulator ({exc})"
+        ) from exc
 
 
 def _stream_pointer(stream):
@@ -96,6 +201,8 @@ class ViewKernel:
         self._can_launch_directly = (
             not simulated and not options.get("debug") and len(options.get("extensions") or ()) <= 1
         )
+        function = getattr(dispatcher, "py_func", None) or getattr(dispatcher, "fn", None)
+        self._arity = _arity(function) if function is not None else (0, None)
 
     def __getitem__(self, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -103,7 +210,16 @@ class ViewKernel:
                 "launch configuration must be [griddim, blockdim] or "
                 f"[griddim, blockdim, stream, sharedmem]; got {config!r}"
             )
-        return _ConfiguredLaunch(self, config)
+        # always all four: the simulator keeps a sharedmem given once for later launches
+        return _ConfiguredLaunch(self, launch_configuration(*config))
+
+    def _check_count(self, args):
+        fewest, most = self._arity
+        if not fewest <= len(args) <= (len(args) if most is None else most):
+            takes = f"{fewest}" if fewest == most else f"{fewest} to {most}"
+            if most is None:
+                takes = f"at least {fewest}"
+            raise TypeError(f"the kernel takes {takes} arguments, got {len(args)}")
 
     def launch_arguments(self, args, stream=0):
         """Return ``args`` with every view turned into what the kernel is launched with."""
@@ -168,10 +284,13 @@ class ViewKernel:
 
         if self._simulated:
             raise RuntimeError("prepare() needs a GPU; the CUDA simulator is enabled")
+        launch_configuration(griddim, blockdim, stream, sharedmem)
+        self._check_count(example_args)
         arguments = self.launch_arguments(example_args, stream)
-        argument_types = tuple(self.dispatcher.typeof_pyval(arg) for arg in arguments)
-        compiled = self.dispatcher.compile(argument_types)
-        return PreparedLaunch(compiled, argument_types, griddim, blockdim, stream, sharedmem)
+        with _driver_needed():
+            argument_types = tuple(self.dispatcher.typeof_pyval(arg) for arg in arguments)
+            compiled = self.dispatcher.compile(argument_types)
+            return PreparedLaunch(compiled, argument_types, griddim, blockdim, stream, sharedmem)
 
     def _direct_launcher(self, config, arguments):
         """The cached driver launcher for these arguments, or None to launch through numba."""
@@ -217,12 +336,14 @@ class _ConfiguredLaunch:
 
     def __call__(self, *args):
         kernel = self._kernel
+        kernel._check_count(args)
         arguments = kernel.launch_arguments(args, self._stream)
-        launcher = kernel._direct_launcher(self._config, arguments)
-        if launcher is None:
-            kernel.dispatcher[self._config](*arguments)
-        else:
-            launcher.launch_flat(arguments)
+        with _driver_needed():
+            launcher = kernel._direct_launcher(self._config, arguments)
+            if launcher is None:
+                kernel.dispatcher[self._config](*arguments)
+            else:
+                launcher.launch_flat(arguments)
 
 
 _SCALARS = frozenset({int, float, bool, complex})

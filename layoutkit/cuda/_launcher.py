@@ -11,8 +11,12 @@ and the copy kernels of ``layoutkit.copy.gpu`` launch through it; :func:`cufunct
 the only code that reads numba-cuda's compiled handles.
 """
 
+import operator
+
+import numpy as np
 from numba import types
 
+from layoutkit import _driver
 from layoutkit._numba_view import StridedViewType
 from layoutkit.cuda._records import view_record
 
@@ -90,6 +94,9 @@ class PreparedLaunch:
     def __init__(self, compiled, argument_types, griddim, blockdim, stream, sharedmem):
         from layoutkit import _driver
 
+        self._grid, self._block, _, self._sharedmem = launch_configuration(
+            griddim, blockdim, stream, sharedmem
+        )
         formats = [_parameter_format(t) for t in argument_types]
         self._argument_types = argument_types
         self._names = tuple(f"argument {position}" for position in range(len(argument_types)))
@@ -102,9 +109,6 @@ class PreparedLaunch:
         self._slots = self._launcher.slots
         self._stream = self._launcher.stream(_driver.stream_handle(stream) if stream else 0)
         self._streams = {}
-        self._grid = _dim3(griddim, "griddim")
-        self._block = _dim3(blockdim, "blockdim")
-        self._sharedmem = int(sharedmem)
         self.compiled = compiled
 
     def __call__(self, *args):
@@ -179,8 +183,94 @@ def _same_view_type(actual, expected):
     return actual.copy(boundscheck=expected.boundscheck) is expected
 
 
-def _dim3(value, name):
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d > 0 for d in dims):
-        raise ValueError(f"{name} must be a positive int or a tuple of 1-3 of them, got {value!r}")
+#: CUDA's limits on every device numba-cuda supports (compute capability 5.0 and later)
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+BLOCK_LIMITS = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+MAX_SHARED_MEMORY = 2**32 - 1  # the driver's unsigned int; the device's own limit is lower
+
+
+def launch_configuration(griddim, blockdim, stream=0, sharedmem=0):
+    """The checked launch configuration: ``(grid, block, stream, sharedmem)``.
+
+    The one rule for ``kernel[griddim, blockdim, stream, sharedmem]`` and
+    :meth:`ViewKernel.prepare`, in the simulator too. ``grid`` and ``block`` are 3-tuples
+    of Python ints within CUDA's limits, ``stream`` is as given (``None`` becomes 0) after
+    :func:`layoutkit._driver.stream_handle` read it, and ``sharedmem`` is a Python int.
+
+    Raises
+    ------
+    TypeError
+        For a dimension or ``sharedmem`` that is not an integer (floats, bools, strings,
+        ``None``), and for a stream that is not one.
+    ValueError
+        For 0, 4 or more dimensions, an extent below 1 or beyond CUDA's limits, more than
+        1024 threads per block, a negative ``sharedmem`` or one past 2**32 - 1, a stream
+        handle outside ``[0, 2**64)``.
+
+    Examples
+    --------
+    >>> launch_configuration(4, (32, 8))
+    ((4, 1, 1), (32, 8, 1), 0, 0)
+    >>> launch_configuration(0, 32)
+    Traceback (most recent call last):
+    ...
+    ValueError: griddim must be positive in every dimension, got 0
+    """
+    # every launch reads its configuration: plain ints take the short way (~0.4 us)
+    grid = _plain_dim3(griddim, GRID_LIMITS) or _dim3(griddim, "griddim", GRID_LIMITS)
+    block = _plain_dim3(blockdim, BLOCK_LIMITS) or _dim3(blockdim, "blockdim", BLOCK_LIMITS)
+    threads = block[0] * block[1] * block[2]
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise ValueError(
+            f"blockdim {blockdim!r} has {threads} threads; a block has at most "
+            f"{MAX_THREADS_PER_BLOCK}"
+        )
+    if stream is None:
+        stream = 0
+    elif type(stream) is not int or stream != 0:
+        _driver.stream_handle(stream)
+    if type(sharedmem) is not int:
+        sharedmem = _integer(sharedmem, "sharedmem", sharedmem)
+    if not 0 <= sharedmem <= MAX_SHARED_MEMORY:
+        raise ValueError(f"sharedmem must be in [0, {MAX_SHARED_MEMORY}] bytes, got {sharedmem}")
+    return grid, block, stream, sharedmem
+
+
+def _plain_dim3(value, limits):
+    """``value`` as a 3-tuple where it is an int or a tuple of ints within ``limits``."""
+    if type(value) is int:
+        return (value, 1, 1) if 0 < value <= limits[0] else None
+    if type(value) is tuple and 1 <= len(value) <= 3:
+        for extent, limit in zip(value, limits):
+            if type(extent) is not int or not 0 < extent <= limit:
+                return None
+        return value + (1,) * (3 - len(value))
+    return None
+
+
+def _integer(value, name, given):
+    if isinstance(value, bool | np.bool_):
+        raise TypeError(f"{name} must be an integer, not a bool (got {given!r})")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer, got {given!r} ({type(value).__name__})"
+        ) from None
+
+
+def _dim3(value, name, limits=GRID_LIMITS):
+    dims = tuple(value) if isinstance(value, tuple | list) else (value,)
+    if not 1 <= len(dims) <= 3:
+        raise ValueError(f"{name} must be an integer or a tuple of 1 to 3 of them, got {value!r}")
+    dims = tuple(_integer(d, name, value) for d in dims)
+    if min(dims) < 1:
+        raise ValueError(f"{name} must be positive in every dimension, got {value!r}")
+    for axis, (extent, limit) in enumerate(zip(dims, limits)):
+        if extent > limit:
+            raise ValueError(
+                f"{name} {value!r}: dimension {'xyz'[axis]} is {extent}, beyond CUDA's "
+                f"limit of {limit}"
+            )
     return dims + (1,) * (3 - len(dims))
