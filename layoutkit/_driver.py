@@ -74,6 +74,8 @@ __all__ = [
     "primary_context",
     "set_current_device",
     "signed_ordinal",
+    "stream_create",
+    "stream_destroy",
     "stream_handle",
     "stream_synchronize",
     "synchronize_device",
@@ -436,6 +438,21 @@ def _shown(value):
 def stream_synchronize(stream=None):
     """Wait until all work queued on ``stream`` (see :func:`stream_handle`) has finished."""
     _call("cuStreamSynchronize", stream_handle(stream))
+
+
+def stream_create(device_id, nonblocking=True):
+    """A new stream of device ``device_id`` (its primary context), as an ``int`` handle.
+
+    ``nonblocking`` streams do not synchronise with the legacy default stream
+    (``CU_STREAM_NON_BLOCKING``).
+    """
+    with device_context(device_id):
+        return int(_call("cuStreamCreate", 0x1 if nonblocking else 0x0))
+
+
+def stream_destroy(handle):
+    """Destroy a stream from :func:`stream_create` (queued work still completes)."""
+    _call("cuStreamDestroy", _bindings().CUstream(handle))
 
 
 def mem_alloc(size):

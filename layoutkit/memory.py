@@ -881,11 +881,22 @@ class DeviceMemoryResource(MemoryResource):
         return self._buffer(ptr, size, stream)
 
     def deallocate(self, ptr, size, stream=None):
-        """Free device memory from :meth:`allocate` in stream order."""
+        """Free device memory from :meth:`allocate` in stream order.
+
+        A deallocation can run long after its stream was chosen (the last view of a
+        closed buffer dies): a stream closed since (a :class:`~layoutkit.Stream`) no
+        longer orders anything, so the device is waited for and the memory freed on the
+        legacy default stream instead.
+        """
         if ptr == 0:
             return
         with _driver.device_context(self._device_id):
-            _driver.mem_free_async(ptr, stream)
+            try:
+                handle = _driver.stream_handle(stream)
+            except TypeError:  # a stream object that no longer names a stream
+                _driver.synchronize_device(self._device_id)
+                handle = 0
+            _driver.mem_free_async(ptr, handle)
 
     @property
     def device_id(self):
@@ -1062,6 +1073,22 @@ class Device:
     def sync(self):
         """Wait until all work on this device has finished."""
         _driver.synchronize_device(self._device_id)
+
+    def create_stream(self, obj=None, options=None):
+        """A new non-blocking :class:`~layoutkit.Stream` of this device, as in cuda.core.
+
+        Parameters
+        ----------
+        obj : object, optional
+            Wrap this object's stream instead (anything ``copy(..., stream=)`` takes,
+            e.g. with ``__cuda_stream__``); it stays the object's and is not destroyed.
+        options : dict or object, optional
+            ``nonblocking`` (bool), as a dict key or an attribute (cuda.core's
+            ``StreamOptions``; a ``priority`` is refused).
+        """
+        from .stream import create_stream
+
+        return create_stream(self._device_id, obj, options)
 
     def __repr__(self):
         try:

@@ -538,7 +538,7 @@ def test_device_resource_allocates_and_frees_in_stream_order_on_its_device(monke
             buf.is_managed, buf.memory_resource) == (256, 1, True, False, False, mr)
     buf.close()
     assert fake.calls == [("enter", 1), ("mem_alloc_async", 256, stream), ("exit", 1),
-                          ("enter", 1), ("mem_free_async", ptr, stream), ("exit", 1)]
+                          ("enter", 1), ("mem_free_async", ptr, stream.ptr), ("exit", 1)]
 
 
 def test_device_resource_zero_size_needs_no_driver_call(monkeypatch):
