@@ -168,7 +168,7 @@ class StridedMemoryView:
         if obj is _NO_OBJECT:  # StridedMemoryView(): cuda.core's empty view (no layout)
             return _made(cls, _NO_RECORD, None, None)
         other = cls.from_any_interface(obj, stream_ptr)
-        return _made(cls, other._record, None, other._buffer)
+        return _made(cls, other._record, other._location, other._buffer)
 
     # ------------------------------------------------------------------ construction
     @classmethod

@@ -384,6 +384,22 @@ def test_deprecated_constructor():
     check_view_matches(view, a)
 
 
+def test_deprecated_constructor_keeps_where_the_memory_lives():
+    """Found by cuda.core's test_utils.py on the H200: StridedMemoryView(empty CUDA tensor)
+    said device -1: the constructor dropped the import's location (a null pointer, which
+    the driver cannot place), where from_any_interface gives the producer's device."""
+    from helpers.producers import Producer
+
+    def empty_cuda_tensor():
+        return Producer(np.zeros(0, np.float32), device=(2, 0), data=0)
+
+    expected = StridedMemoryView.from_any_interface(empty_cuda_tensor(), -1)
+    with pytest.warns(DeprecationWarning, match="from_any_interface"):
+        view = StridedMemoryView(empty_cuda_tensor(), -1)
+    assert (view.device_id, view.is_device_accessible) == (0, True)
+    assert (expected.device_id, expected.is_device_accessible) == (0, True)
+
+
 # ----------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     "constructor",
