@@ -32,6 +32,7 @@ from .record import (
     import_layout,
     index_entry,
     int_entries,
+    producer_failure,
 )
 
 __all__ = ["cuda_interface_dict", "driver_stream", "read_cuda_array_interface"]
@@ -105,9 +106,7 @@ def read_cuda_array_interface(obj, stream_ptr):
     except AttributeError:
         raise TypeError(f"{type(obj).__name__} object has no __cuda_array_interface__") from None
     except Exception as exc:  # the producer's own failure: it exports nothing
-        raise BufferError(
-            f"{type(obj).__name__}.__cuda_array_interface__ raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise producer_failure(f"{type(obj).__name__}.__cuda_array_interface__", exc) from exc
     stream = consumer_stream(stream_ptr)
     if stream is None:
         raise BufferError(

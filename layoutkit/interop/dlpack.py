@@ -43,7 +43,7 @@ from ._native import (
     capsule_fields,
     set_capsule_name,
 )
-from .record import checked_layout, index_entry, new_record
+from .record import checked_layout, index_entry, new_record, producer_failure
 
 __all__ = [
     "DLPACK_VERSION",
@@ -374,9 +374,7 @@ def import_dlpack(obj, stream_ptr):
     except (TypeError, ValueError, BufferError):
         raise
     except Exception as exc:  # the producer's own failure: it exports nothing
-        raise BufferError(
-            f"{type(obj).__name__}.__dlpack_device__() raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise producer_failure(f"{type(obj).__name__}.__dlpack_device__()", exc) from exc
     try:
         device_type, _ = device
     except (TypeError, ValueError):
@@ -393,9 +391,7 @@ def import_dlpack(obj, stream_ptr):
     except (TypeError, ValueError, BufferError):
         raise
     except Exception as exc:  # the producer's own failure: it exports nothing
-        raise BufferError(
-            f"{type(obj).__name__}.__dlpack__() raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise producer_failure(f"{type(obj).__name__}.__dlpack__()", exc) from exc
     return tensor_record(consume_capsule(capsule), obj)
 
 

@@ -37,6 +37,7 @@ from .record import (
     int_entries,
     layout_cache,
     layout_entry,
+    producer_failure,
 )
 
 __all__ = [
@@ -277,7 +278,7 @@ def read_array_interface(obj):
     except AttributeError:
         return _buffer_record(obj, f"{type(obj).__name__} object")
     except Exception as exc:  # the producer's own failure: it exports nothing
-        raise BufferError(f"{what} raised {type(exc).__name__}: {exc}") from exc
+        raise producer_failure(what, exc) from exc
     check_interface(interface, "__array_interface__", obj)
     dtype = interface_dtype(interface, what)
     shape = int_entries(interface["shape"], "shape", what)

@@ -44,6 +44,7 @@ __all__ = [
     "layout_entry",
     "named",
     "new_record",
+    "producer_failure",
 ]
 
 CURRENT_DEVICE = Location(None, True, False, False)  # device memory of the current device
@@ -204,6 +205,12 @@ def checked_layout(shape, strides, itemsize, strides_in_bytes, ptr, what):
         return layout
     check_pointer(ptr, layout, what)  # raises, unless a null pointer without elements
     return layout
+
+
+def producer_failure(what, exc):
+    """The ``BufferError`` for a producer's own failure ``exc`` inside ``what`` (a protocol
+    call or property): it exports nothing. The caller raises it ``from exc``."""
+    return BufferError(f"{what} raised {type(exc).__name__}: {exc}")
 
 
 def named(what):
