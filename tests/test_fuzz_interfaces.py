@@ -22,6 +22,7 @@ from helpers.hostile_checks import (
     refused,
     refused_or_ok,
 )
+from helpers.hostile_dlpack import SameCapsule
 from helpers.hostile_objects import (
     CountingIndex,
     EqualsAnything,
@@ -276,19 +277,8 @@ def _reshaped_after_import(make, change):
     check(tuple(interface["shape"]) == shape and tuple(interface["strides"]) == byte_strides,
           f"__array_interface__ exports shape {interface['shape']} strides "
           f"{interface['strides']}, not {shape} {byte_strides}")  # fmt: skip
-    capsule_view = StridedMemoryView.from_dlpack(_Holder(view.__dlpack__(max_version=(1, 0))), -1)
+    capsule_view = StridedMemoryView.from_dlpack(SameCapsule(view.__dlpack__(max_version=(1, 0))), -1)
     check(capsule_view.shape == shape, f"__dlpack__ exports shape {capsule_view.shape}")
-
-
-class _Holder:
-    def __init__(self, capsule):
-        self.capsule = capsule
-
-    def __dlpack__(self, **kwargs):
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return (1, 0)
 
 
 def _set_shape(array):

@@ -25,6 +25,7 @@ import numpy as np
 from helpers.doors import DOORS, open_door, scratch_like
 from helpers.hostile import Cases
 from helpers.hostile_checks import check, check_view, refused, refused_or_ok
+from helpers.hostile_dlpack import SameCapsule
 from numba import njit
 
 import layoutkit
@@ -261,17 +262,6 @@ def buffer_refuses_pickle_and_deepcopy():
 
 
 # ------------------------------------------------------------------ exports outliving views
-class _CapsuleHolder:
-    def __init__(self, capsule):
-        self.capsule = capsule
-
-    def __dlpack__(self, **kwargs):
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return (1, 0)
-
-
 def _export_outlives_view(door_name):
     """A consumer of an exported capsule reads the data after the view (and door) died,
     and once the consumer dies nothing of the view is left (no leak)."""
@@ -282,7 +272,7 @@ def _export_outlives_view(door_name):
     alive = weakref.ref(door.view)
     del door
     gc.collect()
-    result = np.from_dlpack(_CapsuleHolder(capsule))
+    result = np.from_dlpack(SameCapsule(capsule))
     del capsule
     gc.collect()
     check(np.array_equal(result.reshape(expected.shape), expected),
@@ -333,7 +323,7 @@ def layoutkit_round_trip_releases_everything():
 
     producer = Producer(np.arange(6.0))
     view = StridedMemoryView.from_dlpack(producer, -1)
-    again = StridedMemoryView.from_dlpack(_CapsuleHolder(view.__dlpack__(max_version=(1, 0))), -1)
+    again = StridedMemoryView.from_dlpack(SameCapsule(view.__dlpack__(max_version=(1, 0))), -1)
     check(np.array_equal(np.from_dlpack(again), np.arange(6.0)), "round trip changed the data")
     alive = weakref.ref(view)
     del view, again
@@ -355,7 +345,7 @@ def _round_trips(count):
         for view in (StridedMemoryView.from_dlpack(Producer(array), -1),
                      StridedMemoryView.from_dlpack(array, -1),
                      StridedMemoryView.from_array_interface(array[:, ::2]),
-                     StridedMemoryView.from_dlpack(_CapsuleHolder(
+                     StridedMemoryView.from_dlpack(SameCapsule(
                          StridedMemoryView.from_dlpack(array, -1).__dlpack__(
                              max_version=(1, 0))), -1)):  # fmt: skip
             np.from_dlpack(view)

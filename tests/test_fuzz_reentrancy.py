@@ -27,6 +27,7 @@ import threading
 import numpy as np
 from helpers.hostile import Cases
 from helpers.hostile_checks import check, refused
+from helpers.hostile_dlpack import SameCapsule
 from helpers.producers import Producer
 
 import layoutkit
@@ -36,19 +37,6 @@ cases = Cases(__name__)
 
 
 # ------------------------------------------------------------------ one capsule, many consumers
-class _SameCapsule:
-    """A producer that hands out one capsule object on every call."""
-
-    def __init__(self, capsule):
-        self.capsule = capsule
-
-    def __dlpack__(self, **kwargs):
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return (1, 0)
-
-
 @cases.case(timeout=300)
 def one_capsule_consumed_by_threads_runs_its_deleter_once():
     """Found while fuzzing: threads given one capsule (a producer returning the same object
@@ -60,7 +48,7 @@ def one_capsule_consumed_by_threads_runs_its_deleter_once():
     try:
         for trial in range(200):
             producer = Producer(np.arange(4.0))
-            same = _SameCapsule(producer.__dlpack__(max_version=(1, 0)))
+            same = SameCapsule(producer.__dlpack__(max_version=(1, 0)))
             views, unexpected = [], []
             barrier = threading.Barrier(4)
 
@@ -93,8 +81,8 @@ def one_capsule_consumed_by_threads_runs_its_deleter_once():
 def capsule_consumed_by_numpy_or_renamed_is_refused():
     producer = Producer(np.arange(3.0))
     capsule = producer.__dlpack__(max_version=(1, 0))
-    np.from_dlpack(_SameCapsule(capsule))
-    refused(StridedMemoryView.from_dlpack, _SameCapsule(capsule), -1, classes=(BufferError,),
+    np.from_dlpack(SameCapsule(capsule))
+    refused(StridedMemoryView.from_dlpack, SameCapsule(capsule), -1, classes=(BufferError,),
             what="from_dlpack of a capsule NumPy consumed")  # fmt: skip
     gc.collect()
     check(producer.deleted == 1, f"the deleter ran {producer.deleted} times")

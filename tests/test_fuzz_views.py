@@ -20,6 +20,7 @@ from helpers.hostile_checks import (
     refused,
     refused_or_ok,
 )
+from helpers.hostile_dlpack import SameCapsule
 from helpers.hostile_objects import FakeInterface, RaisingAttribute
 from helpers.hostile_strategies import fuzz_settings, int_likes, int_sequences, junk
 from hypothesis import given
@@ -29,17 +30,6 @@ import layoutkit
 from layoutkit import Buffer, HostMemoryResource, StridedLayout, StridedMemoryView
 
 cases = Cases(__name__)
-
-
-class _Holder:
-    def __init__(self, capsule):
-        self.capsule = capsule
-
-    def __dlpack__(self, **kwargs):
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return (1, 0)
 
 
 def _sample_views(block):
@@ -116,7 +106,7 @@ def _check_result(name, result, what):
     if isinstance(result, StridedMemoryView):
         check_view(result, what, where=name != "from_cuda_array_interface")
     elif name == "__dlpack__":
-        exported = np.from_dlpack(_Holder(result))
+        exported = np.from_dlpack(SameCapsule(result))
         check(exported.shape == () or exported.ndim >= 0, f"{what}: unreadable capsule")
     elif isinstance(result, Buffer):
         result.close()
@@ -176,7 +166,7 @@ def _export_junk(name):
     ok, capsule = refused_or_ok(view.__dlpack__, what=f"__dlpack__(**{EXPORT_JUNK[name]})",
                                 **EXPORT_JUNK[name])  # fmt: skip
     if ok:
-        exported = np.from_dlpack(_Holder(capsule))
+        exported = np.from_dlpack(SameCapsule(capsule))
         check(exported.tolist() == list(range(6)), f"__dlpack__(**{EXPORT_JUNK[name]})")
 
 

@@ -91,3 +91,16 @@ class HostileProducer(Producer):
             if name != given and name is not None and name.startswith(b"used_"):
                 count += 1
         return count
+
+
+class SameCapsule:
+    """A host producer that hands out one capsule object on every call."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
