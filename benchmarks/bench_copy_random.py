@@ -129,6 +129,12 @@ def warp_efficiency(launch):
             out.append(_efficiency(_phase_addresses(tx, run, run_global, rows, phase[13],
                                                     phase[14]), unit))  # fmt: skip
         return tuple(out)
+    if launch.kernel == "gather":  # lanes take elements 0..31
+        unit, (extent, dst_stride, src_stride) = launch.key[0], a[:3]
+        places = [_digits(lane, extent)[0] for lane in range(32)]
+        return tuple(_efficiency([sum(d * s for d, s in zip(digits, strides, strict=True))
+                                  for digits in places], unit)
+                     for strides in (src_stride, dst_stride))  # fmt: skip
     counts, dst_thread, src_thread, _, src_step, dst_step = a[:6]
     unit, ka, kb, vs, vd, _, ns, nd = launch.key
     loads, stores = [], []

@@ -73,6 +73,11 @@ VARIANTS = {
     "uint8 blocks 16B": {(planner, "BLOCK_VECTOR"): {1: 16, 2: 16}},
     "block lanes 4": {(planner, "BLOCK_SOURCE_LANES"): 4},
     "block lanes 16": {(planner, "BLOCK_SOURCE_LANES"): 16},
+    "no gather": {(planner, "GATHER_RUN_BYTES"): 0},
+    "gather below 64B": {(planner, "GATHER_RUN_BYTES"): 64},
+    "gather below 256B": {(planner, "GATHER_RUN_BYTES"): 256},
+    "gather at 0.15": {(planner, "GATHER_EFFICIENCY"): 0.15},
+    "gather at 0.6": {(planner, "GATHER_EFFICIENCY"): 0.6},
     "items x2": {(planner, "ITEMS"): _doubled(planner.ITEMS)},
     "items /2": {(planner, "ITEMS"): _halved(planner.ITEMS)},
 }
@@ -165,7 +170,10 @@ def main():
     parser.add_argument("--cases", type=int, default=20, help="random cases per seed")
     parser.add_argument("--time-limit", type=float, default=200)
     parser.add_argument("--log")
+    parser.add_argument("--only", nargs="+", default=[],
+                        help="time only the variants whose names contain one of these")
     args = parser.parse_args()
+    chosen = {k: v for k, v in VARIANTS.items() if not args.only or any(w in k for w in args.only)}
     import cupy as cp
 
     measure = make_timer(cp)
@@ -173,14 +181,14 @@ def main():
     contiguous = contiguous_rate(cp, measure)
     say(f"device {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; contiguous copy "
         f"{contiguous / 1e12:.2f} TB/s")  # fmt: skip
-    changes = {label: [] for label in VARIANTS}
+    changes = {label: [] for label in chosen}
     cases = [(name, spec, True) for name, spec in named_specs()]
     cases += [(name, spec, False) for name, spec in random_specs(args.seeds, args.cases)]
     for name, spec, named in cases:
         if time.time() - START > args.time_limit:
             say(f"time limit reached before {name}")
             break
-        variants = {k: v for k, v in VARIANTS.items() if named or k not in NAMED_ONLY}
+        variants = {k: v for k, v in chosen.items() if named or k not in NAMED_ONLY}
         try:
             cupy_rate, rates = run_case(cp, measure, fill, name, spec, variants)
         except Exception as exc:

@@ -46,7 +46,7 @@ def test_benchmark_sizes_are_aligned():
             plan = _audit(dst, src, (1 << 30) + dst_ptr, (1 << 31) + src_ptr)
             if plan is not None:
                 kernels.update(launch.kernel for launch in plan.launches)
-    assert kernels == {"direct", "tiled", "block"}
+    assert kernels == {"direct", "tiled", "block", "gather"}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

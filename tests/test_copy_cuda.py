@@ -123,6 +123,7 @@ LAYOUTS = {
     "broadcast-column": lambda a: np.broadcast_to(a[:, 3:4], (a.shape[0], 40)),
     "contiguous": lambda a: a,
     "3d-permute": lambda a: a[:6, :44].reshape(6, 11, 4, 1).transpose(2, 0, 3, 1),
+    "short-rows": lambda a: a[:, 5:8],  # 3-element rows 45 apart: gather
     "0-d": lambda a: a[5, 7, ...],
     "empty": lambda a: a[:0],
 }

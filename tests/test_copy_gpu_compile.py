@@ -123,6 +123,19 @@ def test_block_kernel_lowers(variant):
     assert ".local" not in ptx  # the block stays in registers
 
 
+@pytest.mark.parametrize("unit", ACCESS)
+@pytest.mark.parametrize(("axes", "wide"), [(2, 0), (6, 0), (3, 1)])
+def test_gather_kernel_lowers(unit, axes, wide):
+    ptx = ptx_of("gather", (unit, ITEMS[unit], axes, wide))
+    assert copies_of(ptx, f"ld.global.{ACCESS[unit]}", ITEMS[unit])  # all loads, then stores
+    assert copies_of(ptx, f"st.global.{ACCESS[unit]}", ITEMS[unit])
+    assert only_widths(ptx, ACCESS[unit], ACCESS[unit])
+    # each digit: one high-word multiply, no division
+    assert "div." not in ptx and "rem." not in ptx
+    assert copies_of(ptx, "mul.hi.u32", ITEMS[unit] * (axes - 1))
+    assert ".shared" not in ptx and ".local" not in ptx
+
+
 def test_sources_are_kept_for_reading():
     kernel = gpu.kernel_for("tiled", (4, 1, 16, 16, 1, GRID, SHARED_UNITS * 16, 0))
     assert "cuda.shared.array(5121, np.uint32)" in kernel.py_func.source  # and a spare slot

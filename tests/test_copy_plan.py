@@ -12,6 +12,7 @@ from layoutkit.copy.plan import (
     BLOCK,
     COPY2D,
     DIRECT,
+    GATHER,
     HOST,
     KERNEL,
     MEMCPY,
@@ -19,6 +20,7 @@ from layoutkit.copy.plan import (
     STAGED,
     TILED,
     coalesced,
+    divider,
     plan_copy,
 )
 
@@ -138,7 +140,7 @@ def test_device_kernels_by_the_shape_of_the_problem():
     # uint8 transposes take 8 x 8 blocks; odd extents leave edges planned without blocks
     assert kernels(dense((1024, 1024), 1), permuted((1024, 1024), 1, (1, 0))) == [BLOCK]
     odd = permuted((1024, 1032), 1, (1, 0))[:1029]  # 1029 rows: 5 left over by 8 x 8 blocks
-    assert kernels(dense((1029, 1024), 1), odd) == [BLOCK, TILED]
+    assert kernels(dense((1029, 1024), 1), odd) == [BLOCK, GATHER]  # 5-byte runs: no tile
     # contiguous rows, strided rows, a broadcast row and a broadcast column
     assert kernels(dense((64, 64), 4), dense((64, 128), 4)[:, ::2]) == [DIRECT]
     assert kernels(dense((64, 64), 4), dense((64,), 4).broadcast_to((64, 64))) == [DIRECT]
@@ -147,6 +149,34 @@ def test_device_kernels_by_the_shape_of_the_problem():
     assert column.launches[0].kernel == DIRECT and "<-4B" in column.launches[0].text
     # 12-byte records transposed: the short common run is folded into a tile
     assert kernels(dense((2000, 1000, 3), 4), permuted((1000, 2000, 3), 4, (1, 0, 2))) == [TILED]
+
+
+def test_short_runs_on_one_side_are_gathered():
+    # 6-byte rows 12 bytes apart (every other half of a padded row): no tile of runs that
+    # short, each element's offsets from its number
+    padded = dense((2**20, 6), 2)[:, :3]
+    (launch,) = plan_copy(dense((2**20, 3), 2), padded, 0, 0, True, True).launches
+    assert launch.kernel == GATHER and launch.text == "gather/2B 1048576x3"
+    # ... a permutation whose tile would write 10-byte destination runs (seed 8026 case 81
+    # of the random benchmark, smaller)
+    src = StridedLayout((8, 6, 4, 38, 5), (760, 6080, 1, 4, 152), 2)
+    assert kernels(dense((8, 6, 4, 38, 5), 2), src) == [GATHER]
+    # long runs on both sides keep their tile
+    assert kernels(dense((4096, 4096), 4), permuted((4096, 4096), 4, (1, 0))) == [TILED]
+
+
+@given(st.integers(1, 2**31 - 1), st.integers(0, 2**31 - 1))
+def test_gather_divisions_are_exact(extent, n):
+    magic, shift = divider(extent)
+    assert 0 < magic < 2**32
+    assert ((n * magic >> 32) + n) >> shift == n // extent
+
+
+@pytest.mark.parametrize("extent", [1, 2, 3, 5, 7, 641, 2**16 + 1, 2**30, 2**30 + 1, 2**31 - 1])
+def test_gather_divisions_at_the_edges(extent):
+    magic, shift = divider(extent)
+    for n in (0, 1, extent - 1, extent, 2 * extent - 1, 2**31 - 2, 2**31 - 1):
+        assert ((n * magic >> 32) + n) >> shift == n // extent, (extent, n)
 
 
 def test_small_extents_fold_into_one_tile():

@@ -49,6 +49,9 @@ def _named_cases():
         yield _typed(rng, (72, 80), dtype)[:, :67].T  # 67 = 8 * 8 + 3: blocks and an edge
     yield _typed(rng, (300, 5), "f4").T  # (N, 5) -> (5, N)
     yield _typed(rng, (20, 30, 3), "f4").transpose(1, 0, 2)  # 12-byte records transposed
+    for dtype in ("u1", "u2", "c16"):  # short rows on both sides: gather
+        yield _typed(rng, (300, 6), dtype)[:, :3]
+        yield _typed(rng, (3, 40, 4, 5), dtype).transpose(0, 3, 1, 2)
 
 
 def _edge_case(rng):
@@ -137,6 +140,7 @@ def test_kernels_under_the_simulator():
         assert counts.get(f"direct-{unit}", 0) >= 1, counts
     for unit in (1, 2):
         assert counts.get(f"block-{unit}", 0) >= 3, counts
+    assert sum(counts.get(f"gather-{unit}", 0) for unit in (1, 2, 4, 8, 16)) >= 3, counts
     assert counts.get("block-square", 0) >= 2 and counts.get("block-run", 0) >= 4, counts
     assert counts.get("fill", 0) >= 4, counts
     assert counts.get("edges", 0) >= 2, counts

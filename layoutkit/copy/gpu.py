@@ -1,6 +1,6 @@
 """numba-cuda kernels that execute the launches of a device copy plan.
 
-Three kernels, generated as Python source and specialised by a few compile-time numbers
+Four kernels, generated as Python source and specialised by a few compile-time numbers
 (the unit size, items per thread, the number of grid axes); everything that depends on
 the layouts (extents, strides, tile shapes, thread mappings) is a runtime argument, so
 new layouts rarely need a new compilation. See :mod:`layoutkit.copy.plan` for which
@@ -15,8 +15,11 @@ kernel a problem gets.
   run. Each phase has its own row table.
 * ``block``: each thread loads a block of units with vector loads, transposes it in
   registers (shifts and masks of 32-bit words) and stores it with vector stores.
+* ``gather``: no tile: the destination in element order, each element's offsets on both
+  sides from the digits of its number (multiply-shift divisions).
 
-Every kernel walks tiles ``t = blockIdx.x, blockIdx.x + gridDim.x, ...``: the tile index
+Every kernel walks tiles ``t = blockIdx.x, blockIdx.x + gridDim.x, ...``; except in
+``gather`` (whose tile is a run of element numbers) the tile index
 is split into 32-bit digits over the grid axes once per block, then stepped like an
 odometer (no division per tile). The first grid axes are the chunked axes of the tile;
 their remaining extents mask a partly filled tile; a full tile takes an unmasked path.
@@ -46,6 +49,7 @@ from layoutkit.copy.plan import (
     BLOCK_THREAD_AXES,
     DIRECT,
     DIRECT_ROWS,
+    GATHER,
     MASK_AXES,
     ROW_AXES,
     THREADS,
@@ -99,7 +103,14 @@ if _SIM:
             raise AssertionError(f"{size}-byte store of {int(value):#x} at {address:#x}")
         _CTYPES[size].from_address(address).value = int(value)
 
+    def high_word(x, y):
+        """Simulator ``__umulhi``: the high 32 bits of the 64-bit product of two 32-bit
+        unsigned values (as ``int32`` bits, like libdevice's)."""
+        return np.uint32((int(np.uint32(x)) * int(np.uint32(y))) >> 32).view(np.int32)
+
 else:
+    from numba.cuda.libdevice import umulhi as high_word
+
     from layoutkit.copy._units import load_unit, store_unit
 
 _UNIT_TYPES = {1: "np.uint8", 2: "np.uint16", 4: "np.uint32", 8: "np.uint64"}
@@ -497,8 +508,48 @@ def block_source(unit, ka, kb, vs, vd, grid, ns, nd):
     return code.text()
 
 
+# ----------------------------------------------------------------------------- gather
+def gather_source(unit, items, axes, wide):
+    """Python source of the ``gather`` kernel: ``items`` elements per thread, ``THREADS``
+    apart, of a problem of ``axes`` axes (fastest first in the arguments).
+
+    An element number ``n < 2**31`` is split into digits with the multiply-shift
+    divisions of :func:`layoutkit.copy.plan.divider` (``__umulhi``; the slowest digit is
+    what is left), each digit adding its two strides to 32-bit offsets (64-bit where an
+    offset can reach 2 GiB: ``wide``). All loads come before the first store.
+    """
+    offset = "np.int64" if wide else "np.int32"
+    code = _Code()
+    code("def gather(dst, src, extent, dst_stride, src_stride, magic, shift, volume, n_tiles,",
+         "           prototype):")  # fmt: skip
+    with code.block():
+        code("thread = np.uint32(cuda.threadIdx.x)", "t = cuda.blockIdx.x", "while t < n_tiles:")
+        with code.block():
+            code(f"first = np.uint32(np.uint32(t) * np.uint32({THREADS * items}) + thread)")
+            for j in range(items):
+                # past the end: element 0 (its offsets stay in range; nothing is moved)
+                code(f"n = np.uint32(first + np.uint32({j * THREADS}))",
+                     f"go{j} = n < np.uint32(volume)", f"n = n if go{j} else np.uint32(0)",
+                     f"s = {offset}(0)", f"d{j} = {offset}(0)")  # fmt: skip
+                for k in range(axes - 1):
+                    code(f"high = np.uint32(high_word(n, np.uint32(magic[{k}])))",
+                         f"q = np.uint32(np.uint32(high + n) >> np.uint32(shift[{k}]))",
+                         f"r = {offset}(np.uint32(n - q * np.uint32(extent[{k}])))",
+                         f"s = {offset}(s + r * {offset}(src_stride[{k}]))",
+                         f"d{j} = {offset}(d{j} + r * {offset}(dst_stride[{k}]))", "n = q")  # fmt: skip
+                code(f"s = {offset}(s + {offset}(n) * {offset}(src_stride[{axes - 1}]))",
+                     f"d{j} = {offset}(d{j} + {offset}(n) * {offset}(dst_stride[{axes - 1}]))",
+                     f"v{j} = prototype", f"if go{j}:",
+                     f"    v{j} = load_unit(src + np.int64(s), prototype)")  # fmt: skip
+            for j in range(items):
+                code(f"if go{j}:", f"    store_unit(dst + np.int64(d{j}), v{j}, prototype)")
+            code("t += cuda.gridDim.x")
+    return code.text()
+
+
 # ----------------------------------------------------------------------------- compiling
-_GENERATORS = {DIRECT: direct_source, TILED: tiled_source, BLOCK: block_source}
+_GENERATORS = {DIRECT: direct_source, TILED: tiled_source, BLOCK: block_source,
+               GATHER: gather_source}  # fmt: skip
 
 
 def kernel_source(kernel, key):
@@ -510,7 +561,7 @@ _HEADER = (
     "# Generated by layoutkit.copy.gpu; compiled kernels are cached beside this file.\n"
     "import numpy as np\n"
     "from numba import cuda\n\n"
-    "from layoutkit.copy.gpu import load_unit, store_unit\n\n\n"
+    "from layoutkit.copy.gpu import high_word, load_unit, store_unit\n\n\n"
 )
 
 
@@ -577,7 +628,8 @@ def kernel_for(kernel, key):
     source = kernel_source(kernel, key)
     function = None if _SIM else _module_function(source, kernel)
     if function is None:
-        namespace = {"cuda": cuda, "np": np, "load_unit": load_unit, "store_unit": store_unit}
+        namespace = {"cuda": cuda, "np": np, "load_unit": load_unit, "store_unit": store_unit,
+                     "high_word": high_word}  # fmt: skip
         exec(compile(source, f"<layoutkit.copy.gpu {kernel}{key}>", "exec"), namespace)
         function = namespace[kernel]
         function.source = source
@@ -603,7 +655,7 @@ def prototypes(launch):
     if launch.kernel == DIRECT:
         unit, src_unit = launch.key[0], launch.key[1]
         return (_PROTOTYPES[unit], _PROTOTYPES[src_unit or unit])
-    if launch.kernel == TILED:
+    if launch.kernel in (TILED, GATHER):
         return (_PROTOTYPES[launch.key[0]],)
     vs, vd = launch.key[3], launch.key[4]
     return (_PROTOTYPES[vs], _PROTOTYPES[vd])
@@ -629,6 +681,9 @@ def argument_types(kernel, key):
             return types.UniTuple(types.uint64, 2)
         return getattr(types, f"uint{8 * size}")
 
+    if kernel == GATHER:
+        unit, axes = key[0], key[2]
+        return (i64, i64, *[ints(axes)] * 5, i64, i64, unit_type(unit))
     rows = [i64] * 7 + [ints(ROW_AXES)] * 3
     if kernel == DIRECT:
         unit, src_unit, grid = key[0], key[1], key[4]

@@ -51,6 +51,11 @@ destination's (the last axis).
   tiles are masked, not sent down a slow path. The shared-memory pitch is chosen by
   simulating one warp's accesses against the 32 banks.
 
+* ``gather`` (:func:`gather_launch`): a ``tiled`` plan one of whose runs is short (under
+  ``GATHER_RUN_BYTES``): each thread takes elements in the destination's order, with both
+  offsets from the element's number (torch's elementwise copy, with every load of a
+  thread issued before its stores).
+
 Every kernel walks a grid of tiles (chunks of the chunked axes, then the remaining
 "batch" axes); :mod:`layoutkit.copy.gpu` sizes the grid by bytes in flight per SM.
 """
@@ -58,6 +63,8 @@ Every kernel walks a grid of tiles (chunks of the chunked axes, then the remaini
 import array
 import functools
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from layoutkit._kernel_calls import KernelCall
 
@@ -76,6 +83,7 @@ STAGED = "staged"  #: host <-> device through staging buffers (``copy._transfer`
 DIRECT = "direct"
 TILED = "tiled"
 BLOCK = "block"
+GATHER = "gather"
 
 #: Threads per block of every device kernel.
 THREADS = 256
@@ -126,6 +134,19 @@ BLOCK_SOURCE_LANES = 8
 #: no room) is refused for ``tiled`` past this many tiles; below it the copy is small
 #: and latency-bound either way.
 BLOCK_IDLE_TILES = 1024
+#: A ``tiled`` plan whose shorter run is under this many bytes moves through ``gather``
+#: instead, where that kernel can take the problem (see :func:`gather_launch`): a tile of
+#: short runs on one side spends most of its issue slots on narrow shared-memory traffic.
+GATHER_RUN_BYTES = 32
+#: ... where a block's first elements in the destination's order use at least this share
+#: of the source sectors that the same number of elements in the source's own order use
+#: (:func:`gather_efficiency`): a source strided along the destination's order would
+#: fetch a sector per element, where a tile reads whole runs.
+GATHER_EFFICIENCY = 0.35
+#: Most coalesced axes of a ``gather`` launch (each costs about 8 instructions an element).
+GATHER_AXES = 6
+#: ``gather`` splits element numbers with unsigned 32-bit divisions: volumes below this.
+GATHER_VOLUME = 1 << 31
 #: Host <-> device: rows of a driver 2-d copy shorter than this (bytes) are staged instead
 #: (the copy engine's per-row cost).
 COPY2D_MIN_ROW = 512
@@ -202,8 +223,11 @@ class CopyPlan:
     >>> p = plan_copy(a, a)
     >>> p.method, p.nbytes, p.unit
     ('memcpy', 96, 16)
-    >>> plan_copy(a, StridedLayout.dense((6, 4), 4).permuted((1, 0)), 0, 0, True, True).launches[0].kernel
-    'tiled'
+    >>> plan_copy(a, StridedLayout.dense((6, 4), 4).permuted((1, 0)), 0, 0, True, True).describe()
+    'gather/4B 4x6'
+    >>> b = StridedLayout.dense((64, 64), 4)
+    >>> plan_copy(b, b.permuted((1, 0)), 0, 0, True, True).describe()
+    'tiled/4B 64x64 runs 256/256B'
     """
 
     method: str
@@ -454,7 +478,7 @@ def device_launches(shape, ds, ss, unit, dst_address=0, src_address=0, allow_blo
     >>> [x.kernel for x in device_launches((3, 1000), (1000, 1), (1, 3), 1)]  # HWC -> CHW
     ['block']
     >>> [x.kernel for x in device_launches((3, 1001), (1024, 1), (1, 3), 1)]  # and an edge
-    ['block', 'tiled']
+    ['block', 'gather']
     """
     last = len(shape) - 1
     moving = [k for k in range(len(shape)) if ss[k] != 0]
@@ -978,6 +1002,10 @@ def tiled_launch(shape, ds, ss, unit, fast, dst_offset=0, src_offset=0):
     if best is None:
         return direct_launch(shape, ds, ss, unit, 0, dst_offset, src_offset)
     _, tile, phases, h, shared_units, chunk_axes = best
+    run_bytes = [unit * _volume(tile[k] for k in run) for run, _, _ in phases]
+    if min(run_bytes) < GATHER_RUN_BYTES and gathers(shape, unit) and gather_efficiency(
+            shape, ss, unit) >= GATHER_EFFICIENCY * _source_order_efficiency(shape, ss, unit):  # fmt: skip
+        return gather_launch(shape, ds, ss, unit, dst_offset, src_offset)
     batch = [k for k in range(m) if k not in tile]
     chunked = [(axis, tile[axis]) if axis is not None else None for axis in chunk_axes]
     count, dst_step, src_step, mask_extent, mask_tile, n_tiles = _grid(
@@ -998,10 +1026,97 @@ def tiled_launch(shape, ds, ss, unit, fast, dst_offset=0, src_offset=0):
         key_parts += [ir, kq]
     key = (unit, *key_parts, len(count), shared_units, int(wide))
     args = (*phase_args, count, dst_step, src_step, mask_extent, mask_tile, n_tiles)
-    runs = "/".join(str(unit * _volume(tile[k] for k in run)) for run, _, _ in phases)
+    runs = "/".join(str(size) for size in run_bytes)
     text = f"tiled/{unit}B {'x'.join(str(tile[k]) for k in sorted(tile))} runs {runs}B"
     return Launch(TILED, key, args, dst_offset, src_offset, n_tiles, THREADS * ITEMS[unit] * unit,
                   text)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- gather
+def divider(extent):
+    """``(magic, shift)`` of the unsigned division by ``extent`` that ``gather`` uses:
+    ``n // extent == ((n * magic >> 32) + n) >> shift`` for every ``0 <= n < 2**31``
+    (``1 <= extent < 2**31``; ``magic < 2**32``), as torch's ``IntDivider`` does.
+
+    Examples
+    --------
+    >>> magic, shift = divider(3)
+    >>> [((n * magic >> 32) + n) >> shift for n in (0, 2, 3, 2**31 - 1)] == [0, 0, 1, (2**31 - 1) // 3]
+    True
+    """
+    shift = (extent - 1).bit_length()
+    return (((1 << shift) - extent) << 32) // extent + 1, shift
+
+
+def gathers(shape, unit):
+    """Whether ``gather`` can take a coalesced problem of extents ``shape``: element
+    numbers up to the last tile's end fit its 32-bit divisions."""
+    return (2 <= len(shape) <= GATHER_AXES
+            and _volume(shape) + THREADS * ITEMS[unit] <= GATHER_VOLUME)  # fmt: skip
+
+
+def gather_efficiency(shape, ss, unit):
+    """Bytes used of the 32-byte source sectors that the first block of a ``gather``
+    launch reads (its ``THREADS * ITEMS[unit]`` first elements in destination order;
+    above 1 where a broadcast source reads sectors again).
+
+    Examples
+    --------
+    >>> gather_efficiency((1000, 3), (12, 2), 2)  # 6-byte rows 12 bytes apart
+    0.5
+    >>> round(gather_efficiency((1000, 1000), (2, 2000), 2), 3)  # a transpose
+    0.256
+    """
+    count = min(THREADS * ITEMS[unit], _volume(shape))
+    number = np.arange(count, dtype=np.int64)
+    offsets = np.zeros(count, dtype=np.int64)
+    for extent, stride in zip(reversed(shape), reversed(ss), strict=True):
+        offsets += number % extent * stride
+        number //= extent
+    sectors = np.union1d(offsets // 32, (offsets + unit - 1) // 32)
+    return count * unit / (32 * len(sectors))
+
+
+def _source_order_efficiency(shape, ss, unit):
+    """:func:`gather_efficiency` of the source's distinct elements in its own order (the
+    axes by decreasing stride, broadcast axes left out): what any kernel's reads reach."""
+    axes = sorted((k for k in range(len(shape)) if ss[k]), key=lambda k: -abs(ss[k]))
+    return gather_efficiency([shape[k] for k in axes], [abs(ss[k]) for k in axes], unit)
+
+
+def gather_launch(shape, ds, ss, unit, dst_offset=0, src_offset=0):
+    """A ``gather`` launch: the destination walked in element order, each thread taking
+    ``ITEMS[unit]`` elements a block apart (so a warp's lanes take consecutive elements),
+    each element's two offsets from the digits of its number (see :func:`divider`).
+
+    No tile, no shared memory: the kernel for problems whose runs are short on one side
+    (``tiled`` would move them through shared memory a few bytes at a time), as torch's
+    elementwise copy does, with every load of a thread issued before its first store.
+
+    Examples
+    --------
+    >>> gather_launch((1000, 3), (6, 2), (12, 2), 2).text  # 6-byte rows 12 bytes apart
+    'gather/2B 1000x3'
+    """
+    items = ITEMS[unit]
+    per_tile = THREADS * items
+    fastest_first = list(reversed(range(len(shape))))
+    dividers = [divider(shape[k]) for k in fastest_first]
+    volume = _volume(shape)
+    n_tiles = -(-volume // per_tile)
+    args = (
+        tuple(shape[k] for k in fastest_first),
+        tuple(ds[k] for k in fastest_first),
+        tuple(ss[k] for k in fastest_first),
+        tuple(magic for magic, _ in dividers),
+        tuple(shift for _, shift in dividers),
+        volume,
+        n_tiles,
+    )
+    wide = max(_span(range(len(shape)), shape, side, 0, 1) for side in (ds, ss)) >= NARROW_SPAN
+    text = f"gather/{unit}B {'x'.join(map(str, shape))}"
+    return Launch(GATHER, (unit, items, len(shape), int(wide)), args, dst_offset, src_offset,
+                  n_tiles, per_tile * unit, text)  # fmt: skip
 
 
 def _tiled_layout(shape, ds, ss, unit, tile, run1, run2, primary):

@@ -91,6 +91,13 @@ def access_terms(launch):
              gd + [(t, c) for t, c in zip(dst_thread, counts, strict=True)]
              + [(vd, nd), (dst_step, total // vd // nd)]),
         ]  # fmt: skip
+    if launch.kernel == "gather":
+        unit = launch.key[0]
+        extent, dst_stride, src_stride = a[:3]
+        return [
+            ("gather load", "src", unit, list(zip(src_stride, extent, strict=True))),
+            ("gather store", "dst", unit, list(zip(dst_stride, extent, strict=True))),
+        ]
     raise ValueError(f"unknown kernel {launch.kernel!r}")
 
 
@@ -117,15 +124,17 @@ def audit_plan(plan, dst_ptr, src_ptr):
 
 
 def narrow_overflows(plan):
-    """``[launch text]`` of the launches whose row tables hold 32-bit offsets (key's last
-    element 0) although a row offset can reach 2**31 in magnitude (the tables keep
-    ``sum((extent - 1) * |stride|)`` over a phase's row axes)."""
+    """``[launch text]`` of the launches whose row tables (``gather``: whose element
+    offsets) are 32-bit (key's last element 0) although an offset can reach 2**31 in
+    magnitude (the tables keep ``sum((extent - 1) * |stride|)`` over a phase's row axes)."""
     out = []
     for launch in plan.launches:
         if launch.kernel == "block" or launch.key[-1]:
             continue
         a = launch.args
-        if launch.kernel == "direct":
+        if launch.kernel == "gather":  # offsets: sums of digit x stride over every axis
+            tables = [(a[0], a[1]), (a[0], a[2])]
+        elif launch.kernel == "direct":
             tables = [(a[11], a[12]), (a[11], a[13])]
         else:
             tables = [(a[13], a[14]), (a[16 + 13], a[16 + 14])]
