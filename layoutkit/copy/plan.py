@@ -51,9 +51,10 @@ destination's (the last axis).
   tiles are masked, not sent down a slow path. The shared-memory pitch is chosen by
   simulating one warp's accesses against the 32 banks.
 
-* ``gather`` (:func:`gather_launch`): a ``tiled`` plan one of whose runs is short (under
-  ``GATHER_RUN_BYTES``): each thread takes elements in the destination's order, with both
-  offsets from the element's number (torch's elementwise copy, with every load of a
+* ``gather`` (:func:`gather_launch`): a ``tiled`` plan one of whose runs is short (see
+  ``GATHER_RULES``) where walking the destination in element order still reads the
+  source's sectors well: each thread takes elements in the destination's order, with
+  both offsets from the element's number (torch's elementwise copy, with every load of a
   thread issued before its stores).
 
 Every kernel walks a grid of tiles (chunks of the chunked axes, then the remaining
@@ -134,15 +135,18 @@ BLOCK_SOURCE_LANES = 8
 #: no room) is refused for ``tiled`` past this many tiles; below it the copy is small
 #: and latency-bound either way.
 BLOCK_IDLE_TILES = 1024
-#: A ``tiled`` plan whose shorter run is under this many bytes moves through ``gather``
-#: instead, where that kernel can take the problem (see :func:`gather_launch`): a tile of
-#: short runs on one side spends most of its issue slots on narrow shared-memory traffic.
-GATHER_RUN_BYTES = 32
-#: ... where a block's first elements in the destination's order use at least this share
-#: of the source sectors that the same number of elements in the source's own order use
-#: (:func:`gather_efficiency`): a source strided along the destination's order would
-#: fetch a sector per element, where a tile reads whole runs.
-GATHER_EFFICIENCY = 0.35
+#: When a ``tiled`` plan moves through ``gather`` instead (where that kernel can take the
+#: problem, see :func:`gather_launch`): ``(run bytes, efficiency)`` pairs, the first whose
+#: run bytes exceed the tile's shorter run deciding. The tile loses to ``gather`` when a
+#: block's first elements in the destination's order use at least ``efficiency`` of the
+#: source sectors that as many elements in the source's own order use
+#: (:func:`gather_efficiency`); a source strided along the destination's order would fetch
+#: a sector per element, where a tile reads whole runs. Measured on the H200
+#: (``benchmarks/tune_copy_gpu.py``, seeds 100-102): a tile of runs under 32 bytes moves
+#: them a few bytes at a time through shared memory (gather 1.4x); up to 256-byte runs
+#: gather was 1.0-1.7x faster where it reads at least 0.8 of the sectors (14 cases) and
+#: 0.4-0.9x where it reads 0.37-0.5 (3 cases).
+GATHER_RULES = ((32, 0.35), (256, 0.75))
 #: Most coalesced axes of a ``gather`` launch (each costs about 8 instructions an element).
 GATHER_AXES = 6
 #: ``gather`` splits element numbers with unsigned 32-bit divisions: volumes below this.
@@ -1003,8 +1007,7 @@ def tiled_launch(shape, ds, ss, unit, fast, dst_offset=0, src_offset=0):
         return direct_launch(shape, ds, ss, unit, 0, dst_offset, src_offset)
     _, tile, phases, h, shared_units, chunk_axes = best
     run_bytes = [unit * _volume(tile[k] for k in run) for run, _, _ in phases]
-    if min(run_bytes) < GATHER_RUN_BYTES and gathers(shape, unit) and gather_efficiency(
-            shape, ss, unit) >= GATHER_EFFICIENCY * _source_order_efficiency(shape, ss, unit):  # fmt: skip
+    if _gather_wins(shape, ss, unit, min(run_bytes)):
         return gather_launch(shape, ds, ss, unit, dst_offset, src_offset)
     batch = [k for k in range(m) if k not in tile]
     chunked = [(axis, tile[axis]) if axis is not None else None for axis in chunk_axes]
@@ -1075,6 +1078,16 @@ def gather_efficiency(shape, ss, unit):
         number //= extent
     sectors = np.union1d(offsets // 32, (offsets + unit - 1) // 32)
     return count * unit / (32 * len(sectors))
+
+
+def _gather_wins(shape, ss, unit, run_bytes):
+    """Whether ``gather`` takes a problem whose tile has a shorter run of ``run_bytes``
+    (see ``GATHER_RULES``)."""
+    for below, efficiency in GATHER_RULES:
+        if run_bytes < below:
+            return gathers(shape, unit) and gather_efficiency(
+                shape, ss, unit) >= efficiency * _source_order_efficiency(shape, ss, unit)  # fmt: skip
+    return False
 
 
 def _source_order_efficiency(shape, ss, unit):
