@@ -78,9 +78,19 @@ def _edge_case(rng):
 def _cases():
     from helpers.copy_cases import numpy_pair, small_specs
 
-    for src in _named_cases():
-        dst = np.zeros(src.shape, src.dtype)
-        yield dst.view(np.uint8).reshape(-1), dst, src
+    from layoutkit.copy import plan
+
+    # the named cases twice: with gather, and without it (at these sizes one block holds a
+    # whole problem, so gather would take every tile; the tiles must run too)
+    rules = plan.GATHER_RULES
+    for named_rules in (rules, ()):
+        plan.GATHER_RULES = named_rules
+        plan._plan.cache_clear()
+        for src in _named_cases():
+            dst = np.zeros(src.shape, src.dtype)
+            yield dst.view(np.uint8).reshape(-1), dst, src
+    plan.GATHER_RULES = rules
+    plan._plan.cache_clear()
     for seed, spec in enumerate(small_specs(2024, GENERATOR_CASES, (512, 24576))):
         dst_buffer, dst, _, src = numpy_pair(spec, seed, misalign=seed % 3 * 4)
         yield dst_buffer, dst, src

@@ -135,9 +135,9 @@ BLOCK_SOURCE_LANES = 8
 #: no room) is refused for ``tiled`` past this many tiles; below it the copy is small
 #: and latency-bound either way.
 BLOCK_IDLE_TILES = 1024
-#: When a ``tiled`` plan moves through ``gather`` instead (where that kernel can take the
+#: When a ``tiled`` or ``direct`` plan moves through ``gather`` instead (where that kernel can take the
 #: problem, see :func:`gather_launch`): ``(run bytes, efficiency)`` pairs, the first whose
-#: run bytes exceed the tile's shorter run deciding. The tile loses to ``gather`` when a
+#: run bytes exceed the tile's shorter run (``direct``: its tile's run) deciding. The tile loses to ``gather`` when a
 #: block's first elements in the destination's order use at least ``efficiency`` of the
 #: source sectors that as many elements in the source's own order use
 #: (:func:`gather_efficiency`); a source strided along the destination's order would fetch
@@ -145,7 +145,8 @@ BLOCK_IDLE_TILES = 1024
 #: (``benchmarks/tune_copy_gpu.py``, seeds 100-102): a tile of runs under 32 bytes moves
 #: them a few bytes at a time through shared memory (gather 1.4x); up to 256-byte runs
 #: gather was 1.0-1.7x faster where it reads at least 0.8 of the sectors (14 cases) and
-#: 0.4-0.9x where it reads 0.37-0.5 (3 cases).
+#: 0.4-0.9x where it reads 0.37-0.5 (3 cases). Seed 4242: ``direct`` tiles of 2 and 4
+#: units along a 9-unit run (fewest tiles) ran at 0.27x and 0.61x torch's elementwise copy.
 GATHER_RULES = ((32, 0.35), (256, 0.75))
 #: Most coalesced axes of a ``gather`` launch (each costs about 8 instructions an element).
 GATHER_AXES = 6
@@ -691,6 +692,8 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
             if best is None or score > best[0]:
                 best = (score, tx, ir, kq, run, rows, tile)
     _, tx, ir, kq, run, rows, tile = best
+    if not src_unit and _gather_wins(shape, ss, unit, run * unit):
+        return gather_launch(shape, ds, ss, unit, dst_offset, src_offset)
     chunk_row = rows[-1] if rows and tile[rows[-1]] < shape[rows[-1]] else None
     chunk_axes = (run_axis if run < shape[run_axis] else None, chunk_row, None)
     tile[run_axis] = run
@@ -1081,7 +1084,7 @@ def gather_efficiency(shape, ss, unit):
 
 
 def _gather_wins(shape, ss, unit, run_bytes):
-    """Whether ``gather`` takes a problem whose tile has a shorter run of ``run_bytes``
+    """Whether ``gather`` takes a problem whose tile's (shorter) run is ``run_bytes`` long
     (see ``GATHER_RULES``)."""
     for below, efficiency in GATHER_RULES:
         if run_bytes < below:
