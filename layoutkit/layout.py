@@ -335,9 +335,12 @@ def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None, imp
     cuda.core). Only constructors set it; every transform returns explicit strides.
 
     ``volume`` and ``bounds`` come with every layout (from the kernel that checked it);
-    the other derived values start as None and are computed on first use (a None test:
-    reading a slot that was never set would raise, and catching that costs ten times
-    more). ``packed`` is ``shape + strides`` as an ``array('q')`` if one was made.
+    the other derived values are computed on first use. ``_order``, ``_strides_in_bytes``
+    and ``_hash`` start as None (a None test: reading a slot that was never set would
+    raise, and catching that costs ten times more); the flags and the mask are left
+    unset: ``_analyze`` fills them all before ``_order``, so ``_order is None`` is the
+    test for every one of them (and a layout costs five slot stores less to make).
+    ``packed`` is ``shape + strides`` as an ``array('q')`` if one was made.
     """
     self = _new_instance(cls)
     self._shape = shape
@@ -348,8 +351,7 @@ def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None, imp
     self._volume = volume
     self._bounds = bounds
     self._packed = packed
-    self._order = self._is_c = self._is_f = self._is_any = self._unique = None
-    self._mask = self._strides_in_bytes = self._hash = None
+    self._order = self._strides_in_bytes = self._hash = None
     return self
 
 
@@ -796,40 +798,32 @@ class StridedLayout:
     @property
     def is_contiguous_c(self):
         """Whether the elements are contiguous in C order (extent-1 axes may have any stride)."""
-        value = self._is_c
-        if value is None:
+        if self._order is None:
             _analyze(self)
-            value = self._is_c
-        return value
+        return self._is_c
 
     @property
     def is_contiguous_f(self):
         """Whether the elements are contiguous in Fortran order."""
-        value = self._is_f
-        if value is None:
+        if self._order is None:
             _analyze(self)
-            value = self._is_f
-        return value
+        return self._is_f
 
     @property
     def is_contiguous_any(self):
         """Whether the elements are contiguous in some axis order (see ``stride_order``)."""
-        value = self._is_any
-        if value is None:
+        if self._order is None:
             _analyze(self)
-            value = self._is_any
-        return value
+        return self._is_any
 
     @property
     def is_dense(self):
         """Contiguous in some axis order, starting at offset 0."""
         if self._offset:
             return False
-        value = self._is_any
-        if value is None:
+        if self._order is None:
             _analyze(self)
-            value = self._is_any
-        return value
+        return self._is_any
 
     @property
     def stride_order(self):
@@ -868,13 +862,11 @@ class StridedLayout:
         >>> StridedLayout((2, 3, 2), (1, -2**62, 2**62 + 1), 1).is_unique  # (0,1,1) ~ (1,0,0)
         False
         """
+        if self._order is None:
+            _analyze(self)
         value = self._unique
-        if value is None:
-            if self._order is None:
-                _analyze(self)
-                value = self._unique
-            if value is None:  # the nesting test failed: search (or enumerate) exactly
-                value = self._unique = _offsets_are_distinct(self)
+        if value is None:  # the nesting test failed: search (or enumerate) exactly
+            value = self._unique = _offsets_are_distinct(self)
         return value
 
     def required_size_in_bytes(self):
@@ -909,11 +901,9 @@ class StridedLayout:
         >>> bin(StridedLayout.dense((2, 3, 4), 4)[:, :2].flattened_axis_mask())
         '0b100'
         """
-        mask = self._mask
-        if mask is None:
+        if self._order is None:
             _analyze(self)
-            mask = self._mask
-        return mask
+        return self._mask
 
     def offset_of(self, index):
         """Element offset of the multi-index ``index`` (one integer per axis).
@@ -1540,22 +1530,31 @@ def _used_strides(layout):
 def _analyze(layout):
     """Fill the derived slots of ``layout`` with one kernel call; returns the stride order.
 
-    ``_unique`` is set only where the kernel's nesting test proves uniqueness (see
-    ``is_unique`` for the rest).
+    ``_unique`` is True where the kernel's nesting test proves uniqueness, else None
+    (``is_unique`` settles the rest). ``_order`` is stored last: a layout whose
+    ``_order`` is set has every other derived slot set (also for a reader in another
+    thread).
     """
     n = len(layout._shape)
-    info = _ZEROS[: C.INFO_ORDER + n]
-    _ANALYZE(layout._lay(), n, layout._itemsize, layout._offset, info)
-    flags = info[C.INFO_FLAGS]
-    layout._is_c = flags & C.FLAG_C != 0
-    layout._is_f = flags & C.FLAG_F != 0
-    layout._is_any = flags & C.FLAG_ANY != 0
-    if flags & C.FLAG_UNIQUE:
-        layout._unique = True
-    mask = info[C.INFO_MASK]
+    info = _ZEROS[: _INFO_ORDER + n]
+    _ANALYZE(layout._packed or layout._lay(), n, layout._itemsize, layout._offset, info)
+    values = _UNPACK[_INFO_ORDER + n](info)  # one read of the whole record
+    layout._is_c, layout._is_f, layout._is_any, layout._unique = _FLAG_VALUES[
+        values[_INFO_FLAGS]
+    ]
+    mask = values[_INFO_MASK]
     layout._mask = mask + _UINT64 if mask < 0 else mask
-    order = layout._order = _UNPACK[n](info, 8 * C.INFO_ORDER)
+    order = layout._order = values[_INFO_ORDER:]
     return order
+
+
+_INFO_ORDER, _INFO_FLAGS, _INFO_MASK = C.INFO_ORDER, C.INFO_FLAGS, C.INFO_MASK
+# analyze's flags (FLAG_C | FLAG_F | FLAG_ANY | FLAG_UNIQUE) -> the slots they fill
+_FLAG_VALUES = tuple(
+    (bits & C.FLAG_C != 0, bits & C.FLAG_F != 0, bits & C.FLAG_ANY != 0,
+     True if bits & C.FLAG_UNIQUE else None)
+    for bits in range(16)
+)  # fmt: skip
 
 
 def _offsets_are_distinct(layout):
