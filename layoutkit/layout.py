@@ -34,8 +34,9 @@ __all__ = ["StridedLayout"]
 
 MAX_NDIM = 64
 _INT64_MAX = C.INT64_MAX
+_INT64_MIN = C.INT64_MIN
+_ITEM_INDEX = C.ITEM_INDEX
 _ITEMSIZE_LIMIT = C.ITEMSIZE_LIMIT
-_ONLY_INT = frozenset((int,))
 _exact_int = int.__index__  # an int subclass's value as a plain int (no overridable hook)
 _new_instance = object.__new__
 _show = reprlib.Repr()
@@ -85,7 +86,7 @@ def _as_ints(values, name, scalar_ok=True):
     so an endless one cannot hang the call.
     """
     kind = type(values)
-    if kind is tuple and _ONLY_INT.issuperset(map(type, values)):
+    if kind is tuple and _count(map(type, values), int) == len(values):
         return values
     if kind is not tuple and kind is not list:
         expected = "a sequence of integers" + (" or an integer" if scalar_ok else "")
@@ -155,7 +156,7 @@ def _normalize_axis(axis, ndim, name):
 
 def _normalize_permutation(order, ndim, name):
     """A permutation of ``range(ndim)`` (entries may be negative, NumPy-style)."""
-    if type(order) is not tuple or not _ONLY_INT.issuperset(map(type, order)):
+    if type(order) is not tuple or _count(map(type, order), int) != len(order):
         order = _as_ints(order, name, scalar_ok=False)
     if len(order) != ndim:
         raise ValueError(
@@ -175,6 +176,8 @@ def _normalize_permutation(order, ndim, name):
 
 
 _IOTA = [tuple(range(n)) for n in range(MAX_NDIM + 1)]
+_ALL_AXES = [(1 << n) - 1 for n in range(MAX_NDIM + 1)]  # bit a set for every axis a < n
+_itemgetter = operator.itemgetter
 _IOTA_LIST = [list(range(n)) for n in range(MAX_NDIM + 1)]
 _REVERSED = [tuple(range(n - 1, -1, -1)) for n in range(MAX_NDIM + 1)]
 
@@ -292,24 +295,30 @@ class _ByCount(dict):
 
 # _UNPACK[k](buffer, offset=0): k int64 values from a buffer as a tuple of ints
 _UNPACK = _ByCount("unpack_from")
-# _PACK[k](*values): k ints as int64 bytes (array('q') from bytes: a copy; from a long
-# tuple or list it converts value by value: slower beyond _FEW values)
+# _PACK[k](*values): k ints as int64 bytes. Beyond 8 values a buffer is made as
+# _new_buffer() (an empty array('q')) extended by frombytes(_PACK[k](...)), a copy of
+# bytes: array('q', values) converts value by value (through PyArg_Parse), which costs
+# 2-3x more at 32-128 values; up to 8 the two measure the same in whole operations
 _PACK = _ByCount("pack")
-_FEW = 8
+_new_buffer = array("q").__copy__
+_count = operator.countOf  # _count(map(type, values), int) == len(values): plain ints
 _UINT64 = 2**64
 _DENSE_KINDS = {"C": 0, "F": 1}  # dense_layout's kinds (2: an axis order)
 _LIKE_KINDS = {"C": 0, "F": 1, "K": 3}  # dense_like's kinds
 
 
-def _int64s(values):
-    """``values`` (a tuple or list of ints) as an ``array('q')``; OverflowError for a
-    value beyond int64."""
-    if len(values) <= _FEW:
-        return array("q", values)
+def _int64s(values, copies=1):
+    """``values`` (a tuple or list of ints) as an ``array('q')``, ``copies`` times over;
+    OverflowError for a value beyond int64."""
+    if len(values) <= 8:
+        return array("q", values) * copies
+    buffer = _new_buffer()
     try:
-        return array("q", _PACK[len(values)](*values))
+        packed = _PACK[len(values)](*values)
     except struct.error:
         raise OverflowError("a value does not fit in int64") from None
+    buffer.frombytes(packed * copies if copies != 1 else packed)
+    return buffer
 
 
 def _signed64(mask):
@@ -335,9 +344,12 @@ def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None, imp
     cuda.core). Only constructors set it; every transform returns explicit strides.
 
     ``volume`` and ``bounds`` come with every layout (from the kernel that checked it);
-    the other derived values start as None and are computed on first use (a None test:
-    reading a slot that was never set would raise, and catching that costs ten times
-    more). ``packed`` is ``shape + strides`` as an ``array('q')`` if one was made.
+    the other derived values are computed on first use. ``_order``, ``_strides_in_bytes``
+    and ``_hash`` start as None (a None test: reading a slot that was never set would
+    raise, and catching that costs ten times more); the flags and the mask are left
+    unset: ``_analyze`` fills them all before ``_order``, so ``_order is None`` is the
+    test for every one of them (and a layout costs five slot stores less to make).
+    ``packed`` is ``shape + strides`` as an ``array('q')`` if one was made.
     """
     self = _new_instance(cls)
     self._shape = shape
@@ -348,8 +360,7 @@ def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None, imp
     self._volume = volume
     self._bounds = bounds
     self._packed = packed
-    self._order = self._is_c = self._is_f = self._is_any = self._unique = None
-    self._mask = self._strides_in_bytes = self._hash = None
+    self._order = self._strides_in_bytes = self._hash = None
     return self
 
 
@@ -393,7 +404,7 @@ def _dense(cls, shape, itemsize, kind, order, implicit=False):
     from its values: C order (``kind`` 0), Fortran order (1) or ``order`` (2);
     ``implicit``: built from ``strides=None`` (see ``_new``)."""
     n = len(shape)
-    packed = _int64s(shape) * 2 if kind != 2 else _int64s(shape + shape + order)
+    packed = _int64s(shape, 2) if kind != 2 else _int64s(shape + shape + order)
     status, volume, low, high = _DENSE_LAYOUT(packed, n, itemsize, kind)
     if status:
         raise _dense_failure(shape, status, volume)
@@ -403,9 +414,47 @@ def _dense(cls, shape, itemsize, kind, order, implicit=False):
     )
 
 
+def _dense_like(cls, other, stride_order):
+    """``cls.dense_like(other, stride_order)`` for a layout ``other`` (``to_dense`` calls
+    it directly: one Python call less)."""
+    shape = other._shape
+    n = len(shape)
+    kind = _LIKE_KINDS.get(stride_order) if type(stride_order) is str else None
+    if kind is None:
+        if stride_order is None:
+            kind = 3
+        else:
+            order = _parse_stride_order(stride_order, n, allow_k=True)
+            kind = 0 if order is _IOTA[n] else 1 if order is _REVERSED[n] else 2
+    # out: shape | strides | the axis order (given, or written by the kernel for "K")
+    out = _int64s(order, 3) if kind == 2 else _ZEROS[: 3 * n]
+    itemsize = other._itemsize
+    status, volume, low, high, same = _DENSE_LIKE(
+        other._packed or other._lay(), n, itemsize, kind, out
+    )
+    if status:
+        raise _dense_failure(shape, status, volume)
+    # an order given as a sequence never gives other (even the identity, or () for
+    # 0-d, which parse as "C"), as in cuda.core: the result has explicit strides
+    given = stride_order is not None and type(stride_order) is not str
+    if same and not given and not other._offset:
+        if type(other) is cls:
+            return other
+        strides, out = other._strides, other._packed
+        implicit = other._given_strides is None
+    else:
+        strides = _UNPACK[n](out, 8 * n)
+        implicit = False
+    if cls is not StridedLayout:
+        return cls(shape, None if implicit else strides, itemsize)
+    return _new(
+        StridedLayout, shape, strides, itemsize, 0, volume, (low, high), out, implicit
+    )
+
+
 def _constructed(cls, shape, strides, itemsize, divide_strides):
     """The constructor's full checks: any argument types, every error named."""
-    if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+    if type(shape) is not tuple or _count(map(type, shape), int) != len(shape):
         shape = _as_ints(shape, "shape")
     ndim = len(shape)
     if ndim > MAX_NDIM:
@@ -415,7 +464,7 @@ def _constructed(cls, shape, strides, itemsize, divide_strides):
         itemsize = _check_itemsize(itemsize)
     if strides is None:
         return _dense(cls, shape, itemsize, 0, None, implicit=True)
-    if type(strides) is not tuple or not _ONLY_INT.issuperset(map(type, strides)):
+    if type(strides) is not tuple or _count(map(type, strides), int) != len(strides):
         strides = _as_ints(strides, "strides")
     if len(strides) != ndim:
         raise ValueError(
@@ -510,13 +559,13 @@ class StridedLayout:
             n = len(shape)
             if type(strides) is tuple and len(strides) == n <= MAX_NDIM:
                 values = shape + strides
-                if _ONLY_INT.issuperset(map(type, values)):
+                if _count(map(type, values), int) == n + n:
                     try:
-                        packed = array("q", values) if n <= _FEW // 2 else _int64s(values)
-                    except OverflowError:
-                        packed = None
-                    divide = 1 if divide_strides else 0
-                    if packed is not None:
+                        packed = array("q", values) if n <= 4 else _int64s(values)
+                    except OverflowError:  # a value beyond int64
+                        pass
+                    else:
+                        divide = 1 if divide_strides else 0
                         status, volume, low, high = _CHECK(packed, n, itemsize, 0, divide)
                         if not status:
                             if divide:
@@ -524,12 +573,13 @@ class StridedLayout:
                             return _new(
                                 cls, shape, strides, itemsize, 0, volume, (low, high), packed
                             )
-            elif strides is None and n <= MAX_NDIM and _ONLY_INT.issuperset(map(type, shape)):
+            elif strides is None and n <= MAX_NDIM and _count(map(type, shape), int) == n:
+                packed = _new_buffer()
                 try:
-                    packed = (array("q", shape) if n <= _FEW else _int64s(shape)) * 2
-                except OverflowError:
-                    packed = None
-                if packed is not None:
+                    packed.frombytes(_PACK[n](*shape) * 2)
+                except struct.error:  # an extent beyond int64
+                    pass
+                else:
                     status, volume, low, high = _DENSE_LAYOUT(packed, n, itemsize, 0)
                     if not status:
                         return _new(
@@ -598,7 +648,7 @@ class StridedLayout:
             and type(itemsize) is int
             and 0 < itemsize < _ITEMSIZE_LIMIT
             and len(shape) <= MAX_NDIM
-            and _ONLY_INT.issuperset(map(type, shape))
+            and _count(map(type, shape), int) == len(shape)
         ):  # plain arguments: straight to the kernel (anything else: the full checks)
             n = len(shape)
             if type(stride_order) is str:
@@ -608,19 +658,20 @@ class StridedLayout:
             elif (
                 type(stride_order) is tuple
                 and len(stride_order) == n
-                and _ONLY_INT.issuperset(map(type, stride_order))
+                and _count(map(type, stride_order), int) == n
                 and sorted(stride_order) == _IOTA_LIST[n]
             ):
                 kind = 2
             else:
                 kind = None
             if kind is not None:
+                packed = _new_buffer()
                 try:
                     if kind == 2:
-                        packed = _int64s(shape + shape + stride_order)
+                        packed.frombytes(_PACK[3 * n](*shape, *shape, *stride_order))
                     else:
-                        packed = (array("q", shape) if n <= _FEW else _int64s(shape)) * 2
-                except OverflowError:  # an extent beyond int64: named below
+                        packed.frombytes(_PACK[n](*shape) * 2)
+                except struct.error:  # an extent beyond int64: named below
                     packed = None
                 if packed is not None:
                     status, volume, low, high = _DENSE_LAYOUT(packed, n, itemsize, kind)
@@ -633,7 +684,7 @@ class StridedLayout:
                         StridedLayout, shape, strides, itemsize, 0, volume, (low, high),
                         packed,
                     )
-        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+        if type(shape) is not tuple or _count(map(type, shape), int) != len(shape):
             shape = _as_ints(shape, "shape")
         ndim = len(shape)
         if ndim > MAX_NDIM:
@@ -667,37 +718,7 @@ class StridedLayout:
         """
         if not isinstance(other, StridedLayout):
             raise TypeError(f"other must be a StridedLayout, got {type(other).__name__}")
-        shape = other._shape
-        n = len(shape)
-        kind = _LIKE_KINDS.get(stride_order) if type(stride_order) is str else None
-        if kind is None:
-            if stride_order is None:
-                kind = 3
-            else:
-                order = _parse_stride_order(stride_order, n, allow_k=True)
-                kind = 0 if order is _IOTA[n] else 1 if order is _REVERSED[n] else 2
-        # out: shape | strides | the axis order (given, or written by the kernel for "K")
-        out = _int64s(order) * 3 if kind == 2 else _ZEROS[: 3 * n]
-        itemsize = other._itemsize
-        status, volume, low, high, same = _DENSE_LIKE(other._lay(), n, itemsize, kind, out)
-        if status:
-            raise _dense_failure(shape, status, volume)
-        # an order given as a sequence never gives other (even the identity, or () for
-        # 0-d, which parse as "C"), as in cuda.core: the result has explicit strides
-        given = stride_order is not None and type(stride_order) is not str
-        if same and not given and not other._offset:
-            if type(other) is cls:
-                return other
-            strides, out = other._strides, other._packed
-            implicit = other._given_strides is None
-        else:
-            strides = _UNPACK[n](out, 8 * n)
-            implicit = False
-        if cls is not StridedLayout:
-            return cls(shape, None if implicit else strides, itemsize)
-        return _new(
-            StridedLayout, shape, strides, itemsize, 0, volume, (low, high), out, implicit
-        )
+        return _dense_like(cls, other, stride_order)
 
     def to_dense(self, stride_order="K"):
         """``StridedLayout.dense_like(self, stride_order)``.
@@ -709,7 +730,7 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 4), 2).to_dense("F").strides
         (1, 3)
         """
-        return StridedLayout.dense_like(self, stride_order)
+        return _dense_like(StridedLayout, self, stride_order)
 
     # ---------------------------------------------------------------- stored properties
     @property
@@ -796,40 +817,32 @@ class StridedLayout:
     @property
     def is_contiguous_c(self):
         """Whether the elements are contiguous in C order (extent-1 axes may have any stride)."""
-        value = self._is_c
-        if value is None:
+        if self._order is None:
             _analyze(self)
-            value = self._is_c
-        return value
+        return self._is_c
 
     @property
     def is_contiguous_f(self):
         """Whether the elements are contiguous in Fortran order."""
-        value = self._is_f
-        if value is None:
+        if self._order is None:
             _analyze(self)
-            value = self._is_f
-        return value
+        return self._is_f
 
     @property
     def is_contiguous_any(self):
         """Whether the elements are contiguous in some axis order (see ``stride_order``)."""
-        value = self._is_any
-        if value is None:
+        if self._order is None:
             _analyze(self)
-            value = self._is_any
-        return value
+        return self._is_any
 
     @property
     def is_dense(self):
         """Contiguous in some axis order, starting at offset 0."""
         if self._offset:
             return False
-        value = self._is_any
-        if value is None:
+        if self._order is None:
             _analyze(self)
-            value = self._is_any
-        return value
+        return self._is_any
 
     @property
     def stride_order(self):
@@ -868,13 +881,11 @@ class StridedLayout:
         >>> StridedLayout((2, 3, 2), (1, -2**62, 2**62 + 1), 1).is_unique  # (0,1,1) ~ (1,0,0)
         False
         """
+        if self._order is None:
+            _analyze(self)
         value = self._unique
-        if value is None:
-            if self._order is None:
-                _analyze(self)
-                value = self._unique
-            if value is None:  # the nesting test failed: search (or enumerate) exactly
-                value = self._unique = _offsets_are_distinct(self)
+        if value is None:  # the nesting test failed: search (or enumerate) exactly
+            value = self._unique = _offsets_are_distinct(self)
         return value
 
     def required_size_in_bytes(self):
@@ -909,11 +920,9 @@ class StridedLayout:
         >>> bin(StridedLayout.dense((2, 3, 4), 4)[:, :2].flattened_axis_mask())
         '0b100'
         """
-        mask = self._mask
-        if mask is None:
+        if self._order is None:
             _analyze(self)
-            mask = self._mask
-        return mask
+        return self._mask
 
     def offset_of(self, index):
         """Element offset of the multi-index ``index`` (one integer per axis).
@@ -929,7 +938,7 @@ class StridedLayout:
         """
         shape = self._shape
         n = len(shape)
-        if type(index) is not tuple or not _ONLY_INT.issuperset(map(type, index)):
+        if type(index) is not tuple or _count(map(type, index), int) != len(index):
             index = _as_ints(index, "index", scalar_ok=False)
         if len(index) != n:
             raise AxisError(
@@ -965,24 +974,25 @@ class StridedLayout:
         shape, strides = self._shape, self._strides
         ndim = len(shape)
         order = axis_order
-        if type(order) is tuple and len(order) == ndim and ndim <= 8:
-            # few axes: check and take them in one loop (a bit per axis seen)
-            new_shape, new_strides, seen = [], [], 0
+        if type(order) is tuple and len(order) == ndim and 1 < ndim <= 8:
+            # few axes: one loop checks them (a bit per axis seen: ndim entries that set
+            # ndim bits are a permutation), one itemgetter takes them
+            seen = 0
             for a in order:
-                if type(a) is not int or not 0 <= a < ndim or seen >> a & 1:
+                if type(a) is not int or not 0 <= a < ndim:
                     break
                 seen |= 1 << a
-                new_shape.append(shape[a])
-                new_strides.append(strides[a])
             else:
-                return _new(
-                    StridedLayout, tuple(new_shape), tuple(new_strides), self._itemsize,
-                    self._offset, self._volume, self._bounds,
-                )
+                if seen == _ALL_AXES[ndim]:
+                    take = _itemgetter(*order)
+                    return _new(
+                        StridedLayout, take(shape), take(strides), self._itemsize,
+                        self._offset, self._volume, self._bounds,
+                    )
         if (
             type(order) is not tuple
             or len(order) != ndim
-            or not _ONLY_INT.issuperset(map(type, order))
+            or _count(map(type, order), int) != len(order)
             or sorted(order) != _IOTA_LIST[ndim]
         ):
             order = _normalize_permutation(axis_order, ndim, "axis_order")
@@ -1066,7 +1076,7 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 1), 4).broadcast_to((2, 3, 5)).strides
         (0, 1, 0)
         """
-        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+        if type(shape) is not tuple or _count(map(type, shape), int) != len(shape):
             shape = _as_ints(shape, "shape")
         m = len(shape)
         if m > MAX_NDIM:
@@ -1079,7 +1089,7 @@ class StridedLayout:
                 f"greater than or equal to the layout's ({n})"
             )
         try:
-            out = (array("q", shape) if m <= _FEW else _int64s(shape)) * 2
+            out = _int64s(shape, 2)
         except OverflowError:  # an extent beyond int64
             _check_extents(shape, "shape")
             raise
@@ -1119,7 +1129,7 @@ class StridedLayout:
         (1, 4)
         """
         volume = self._volume
-        if type(shape) is not tuple or not _ONLY_INT.issuperset(map(type, shape)):
+        if type(shape) is not tuple or _count(map(type, shape), int) != len(shape):
             shape = _as_ints(shape, "shape")
         m = len(shape)
         if m > MAX_NDIM:
@@ -1127,7 +1137,7 @@ class StridedLayout:
         if -1 in shape:
             shape = _infer_extent(shape, volume)
         try:
-            out = (array("q", shape) if m <= _FEW else _int64s(shape)) * 2
+            out = _int64s(shape, 2)
         except OverflowError:  # an extent beyond int64
             _infer_extent(shape, volume)  # raises, naming it
             raise
@@ -1200,8 +1210,13 @@ class StridedLayout:
         >>> StridedLayout.dense((5, 4), 8).repacked(4).shape
         (5, 8)
         """
-        new_itemsize = _check_itemsize(itemsize, new=True)
-        data_ptr = _as_address(data_ptr, "data_ptr")
+        # plain ints in range take no helper call (each helper checks the rest)
+        if type(itemsize) is int and 0 < itemsize < _ITEMSIZE_LIMIT:
+            new_itemsize = itemsize
+        else:
+            new_itemsize = _check_itemsize(itemsize, new=True)
+        if type(data_ptr) is not int or not 0 <= data_ptr < _UINT64:
+            data_ptr = _as_address(data_ptr, "data_ptr")
         n = len(self._shape)
         old = self._itemsize
         if new_itemsize == old:
@@ -1210,7 +1225,10 @@ class StridedLayout:
             else:
                 _as_index(axis, "axis")
             return self if type(self) is StridedLayout else _copy(self)
-        ax = _normalize_axis(axis, n, "axis")
+        if type(axis) is int and -n <= axis < n:
+            ax = axis + n if axis < 0 else axis
+        else:
+            ax = _normalize_axis(axis, n, "axis")
         if new_itemsize > old:
             if new_itemsize % old:
                 raise ValueError(
@@ -1335,7 +1353,7 @@ class StridedLayout:
                     spec += item.indices(shape[axis])
                 except Exception as exc:  # bounds that are not integers, a step of 0
                     raise _slice_error(item, axis) from exc
-                if spec[-1] == C.INT64_MIN:  # the kernel takes |step| <= INT64_MAX: a step
+                if spec[-1] == _INT64_MIN:  # the kernel takes |step| <= INT64_MAX: a step
                     spec[-1] = -_INT64_MAX  # of either size leaves at most one element
                 axis += 1
                 m += 1
@@ -1352,13 +1370,13 @@ class StridedLayout:
             else:
                 if axis == n:
                     raise _too_many_indices(items, n)
-                spec += (item if type(item) is int else _index_item(item), C.ITEM_INDEX, 0)
+                spec += (item if type(item) is int else _index_item(item), _ITEM_INDEX, 0)
                 axis += 1
         m += n - axis
         if m > MAX_NDIM:
             _check_ndim(m, "the indexed layout")
         try:
-            packed = array("q", spec) if len(spec) <= _FEW else _int64s(spec)
+            packed = array("q", spec) if len(spec) <= 8 else _int64s(spec)
         except OverflowError:  # a step or an index beyond int64
             packed = _int64s(_fit_int64(spec, shape))
         out = _ZEROS[: 2 * m]
@@ -1367,9 +1385,10 @@ class StridedLayout:
         )
         if status:
             raise self._index_failure(slices, spec, status, offset, volume)
+        values = _UNPACK[2 * m](out)
         return _new(
-            StridedLayout, _UNPACK[m](out), _UNPACK[m](out, 8 * m), self._itemsize, offset,
-            volume, (low, high), out,
+            StridedLayout, values[:m], values[m:], self._itemsize, offset, volume,
+            (low, high), out,
         )
 
     __getitem__ = sliced
@@ -1540,22 +1559,31 @@ def _used_strides(layout):
 def _analyze(layout):
     """Fill the derived slots of ``layout`` with one kernel call; returns the stride order.
 
-    ``_unique`` is set only where the kernel's nesting test proves uniqueness (see
-    ``is_unique`` for the rest).
+    ``_unique`` is True where the kernel's nesting test proves uniqueness, else None
+    (``is_unique`` settles the rest). ``_order`` is stored last: a layout whose
+    ``_order`` is set has every other derived slot set (also for a reader in another
+    thread).
     """
     n = len(layout._shape)
-    info = _ZEROS[: C.INFO_ORDER + n]
-    _ANALYZE(layout._lay(), n, layout._itemsize, layout._offset, info)
-    flags = info[C.INFO_FLAGS]
-    layout._is_c = flags & C.FLAG_C != 0
-    layout._is_f = flags & C.FLAG_F != 0
-    layout._is_any = flags & C.FLAG_ANY != 0
-    if flags & C.FLAG_UNIQUE:
-        layout._unique = True
-    mask = info[C.INFO_MASK]
+    info = _ZEROS[: _INFO_ORDER + n]
+    _ANALYZE(layout._packed or layout._lay(), n, layout._itemsize, layout._offset, info)
+    values = _UNPACK[_INFO_ORDER + n](info)  # one read of the whole record
+    layout._is_c, layout._is_f, layout._is_any, layout._unique = _FLAG_VALUES[
+        values[_INFO_FLAGS]
+    ]
+    mask = values[_INFO_MASK]
     layout._mask = mask + _UINT64 if mask < 0 else mask
-    order = layout._order = _UNPACK[n](info, 8 * C.INFO_ORDER)
+    order = layout._order = values[_INFO_ORDER:]
     return order
+
+
+_INFO_ORDER, _INFO_FLAGS, _INFO_MASK = C.INFO_ORDER, C.INFO_FLAGS, C.INFO_MASK
+# analyze's flags (FLAG_C | FLAG_F | FLAG_ANY | FLAG_UNIQUE) -> the slots they fill
+_FLAG_VALUES = tuple(
+    (bits & C.FLAG_C != 0, bits & C.FLAG_F != 0, bits & C.FLAG_ANY != 0,
+     True if bits & C.FLAG_UNIQUE else None)
+    for bits in range(16)
+)  # fmt: skip
 
 
 def _offsets_are_distinct(layout):
