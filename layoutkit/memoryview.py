@@ -219,12 +219,18 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_dlpack(a.T).strides
         (1, 3)
         """
-        if stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
-            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
-        if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
-            record = ndarray_record(obj, True)  # the NumPy fast path, inline: the common case
+        if type(obj) is _ndarray and (
+            stream_ptr is None or type(stream_ptr) is int and -1 <= stream_ptr <= 0
+        ):  # the NumPy fast path, inline: the common case (no stream to read)
+            record = ndarray_record(obj, True)
             if record is not None:
                 return _made(cls, record, HOST, None)
+        elif stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
+            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
+            if type(obj) is _ndarray and (stream_ptr == -1 or stream_ptr == 0):
+                record = ndarray_record(obj, True)
+                if record is not None:
+                    return _made(cls, record, HOST, None)
         record = fast_record(obj, stream_ptr, True)
         if record is None:
             if not _is_dlpack(obj):
@@ -319,12 +325,18 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_any_interface(np.zeros((2, 3))).shape
         (2, 3)
         """
-        if stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
-            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
-        if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
+        if type(obj) is _ndarray and (
+            stream_ptr is None or type(stream_ptr) is int and -1 <= stream_ptr <= 0
+        ):  # the NumPy fast path (no stream to read)
             record = ndarray_record(obj)
             if record is not None:
                 return _made(cls, record, HOST, None)
+        elif stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
+            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
+            if type(obj) is _ndarray and (stream_ptr == -1 or stream_ptr == 0):
+                record = ndarray_record(obj)
+                if record is not None:
+                    return _made(cls, record, HOST, None)
         record = fast_record(obj, stream_ptr, False)
         if record is not None:
             return cls._from_record(record)
@@ -944,8 +956,7 @@ def _made(cls, record, location, buffer):
     self._record = record
     self._location = location
     self._buffer = buffer
-    self._exports = None
-    self._numba_record = None
+    self._exports = self._numba_record = None
     return self
 
 

@@ -29,14 +29,14 @@ import numpy as np
 from .._dtypes import as_dtype, is_ml_dtype, is_numpy_dlpack_dtype, to_dlpack_dtype
 from . import _native
 from .record import (
+    CACHE_LIMIT,
     HOST,
     ImportRecord,
+    build_entry,
     check_pointer,
     import_layout,
     index_entry,
     int_entries,
-    layout_cache,
-    layout_entry,
     producer_failure,
 )
 
@@ -57,6 +57,7 @@ _read_ndarray_fields = _native.NDARRAY_FIELDS.unpack_from
 _MEMORY = _native.MEMORY
 _HEADER = _native.OBJECT_HEADER
 _WRITEABLE = _native.NPY_ARRAY_WRITEABLE
+_CACHE_LIMIT = CACHE_LIMIT
 
 
 def check_interface(interface, name, obj, min_version=3):
@@ -188,20 +189,14 @@ def ndarray_record(array, dlpack_only=False, final=True):
     an ml_dtypes type void).
     """
     dtype = array.dtype
-    kind = _dtype_kinds.get(dtype)
-    if kind is None:
-        kind = _dtype_kind(dtype)
-    if kind is _NOT_VIEWABLE or (dlpack_only and kind is _HOST_ONLY):
-        return None
     shape = array.shape
     strides = array.strides
-    entry = layout_cache.get((shape, strides, dtype.itemsize, True))
+    entry = _ndarray_entries.get((shape, strides, dtype))
     if entry is None:
-        try:
-            entry = layout_entry(shape, strides, dtype.itemsize, True, "NumPy array")
-        except ValueError:
-            return None
-    layout, lead, size, aliasing = entry
+        entry = _ndarray_entry(shape, strides, dtype)
+    layout, lead, top, aliasing, kind = entry
+    if kind is not _DLPACK and (kind is _NOT_VIEWABLE or dlpack_only):
+        return None
     if _DIRECT_READS:  # data pointer and flags in one read (see layoutkit.interop._native)
         ptr, flags = _read_ndarray_fields(_MEMORY, id(array) + _HEADER)
         readonly = not flags & _WRITEABLE
@@ -210,31 +205,46 @@ def ndarray_record(array, dlpack_only=False, final=True):
         readonly = not array.flags.writeable
     if aliasing and final and not readonly:
         return None
-    base = ptr - lead  # the lowest byte: as_strided can reach outside the address space
-    if not ptr or base < 0 or base + size > _ADDRESS_LIMIT:
+    # from the lowest byte (ptr - lead) to the last (as_strided can reach outside the
+    # address space): lead <= ptr <= top
+    if not ptr or not lead <= ptr <= top:
         check_pointer(ptr, layout, "NumPy array")  # raises, unless a null pointer without elements
     return _tuple_new(ImportRecord, (ptr, layout, dtype, HOST, readonly, array, array, _CPU))
 
 
 _NOT_VIEWABLE, _HOST_ONLY, _DLPACK = "not viewable", "host only", "DLPack"
-_dtype_kinds = {}  # dtype -> one of the three: a program sees few dtypes
+# (shape, strides, dtype) -> (layout, lead, top, aliasing, kind): one look-up for the dtype's
+# kind and the layout (layout_entry's values, with ``top`` the highest data pointer whose
+# bytes end inside the address space); a program sees the same few again and again
+_ndarray_entries = {}
+
+
+def _ndarray_entry(shape, strides, dtype):
+    kind = _dtype_kind(dtype)
+    entry = (None, 0, 0, False, _NOT_VIEWABLE)  # object dtypes, and strides the protocol refuses
+    if kind is not _NOT_VIEWABLE:
+        try:
+            layout, lead, size, aliasing = build_entry(shape, strides, dtype.itemsize, True, "NumPy array")
+        except ValueError:
+            pass
+        else:
+            entry = (layout, lead, _ADDRESS_LIMIT - size + lead, aliasing, kind)
+    if len(_ndarray_entries) >= _CACHE_LIMIT:
+        _ndarray_entries.clear()
+    _ndarray_entries[(shape, strides, dtype)] = entry
+    return entry
 
 
 def _dtype_kind(dtype):
     if dtype.hasobject:
-        kind = _NOT_VIEWABLE
-    elif is_numpy_dlpack_dtype(dtype):
-        kind = _DLPACK
-    else:
-        try:  # ml_dtypes types: ours to carry (NumPy's own export refuses them)
-            to_dlpack_dtype(dtype)
-            kind = _DLPACK
-        except BufferError:
-            kind = _HOST_ONLY
-    if len(_dtype_kinds) >= 256:
-        _dtype_kinds.clear()
-    _dtype_kinds[dtype] = kind
-    return kind
+        return _NOT_VIEWABLE
+    if is_numpy_dlpack_dtype(dtype):
+        return _DLPACK
+    try:  # ml_dtypes types: ours to carry (NumPy's own export refuses them)
+        to_dlpack_dtype(dtype)
+    except BufferError:
+        return _HOST_ONLY
+    return _DLPACK
 
 
 def _buffer_record(obj, what):

@@ -32,9 +32,11 @@ from .._driver import HOST, Location
 from ..layout import StridedLayout, _as_index
 
 __all__ = [
+    "CACHE_LIMIT",
     "CURRENT_DEVICE",
     "HOST",
     "ImportRecord",
+    "build_entry",
     "check_pointer",
     "checked_layout",
     "import_layout",
@@ -50,7 +52,7 @@ __all__ = [
 CURRENT_DEVICE = Location(None, True, False, False)  # device memory of the current device
 _ADDRESS_LIMIT = 2**64
 _INT64_MAX = 2**63 - 1
-_CACHE_LIMIT = 1024
+CACHE_LIMIT = 1024  # entries a cache of imported layouts keeps (it is emptied when full)
 
 
 class ImportRecord(NamedTuple):
@@ -149,14 +151,19 @@ def layout_entry(shape, strides, itemsize, strides_in_bytes, what):
     key = (shape, strides, itemsize, strides_in_bytes)
     entry = layout_cache.get(key)
     if entry is None:
-        try:
-            entry = _build(shape, strides, itemsize, strides_in_bytes)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise type(exc)(f"{named(what)}: {exc}") from None
-        if len(layout_cache) >= _CACHE_LIMIT:
+        entry = build_entry(shape, strides, itemsize, strides_in_bytes, what)
+        if len(layout_cache) >= CACHE_LIMIT:
             layout_cache.clear()
         layout_cache[key] = entry
     return entry
+
+
+def build_entry(shape, strides, itemsize, strides_in_bytes, what):
+    """:func:`layout_entry`'s entry, made now (for a cache of the caller's own)."""
+    try:
+        return _build(shape, strides, itemsize, strides_in_bytes)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise type(exc)(f"{named(what)}: {exc}") from None
 
 
 def import_layout(shape, strides, itemsize, strides_in_bytes, what):
