@@ -696,7 +696,8 @@ def test_use_after_close_is_refused_whatever_was_cached():
         buffer = HostMemoryResource().allocate(64)
         view = V.from_buffer(buffer, StridedLayout.dense((8,), 8), np.float64)
         view.copy_from(np.arange(8.0))                  # used: everything cached
-        view.device_id, repr(view), view[3], np.asarray(view)
+        view.device_id, repr(view), view[3], np.asarray(view), np.from_dlpack(view)
+        view.__dlpack__(max_version=(1, 0)), view.__dlpack__()  # DLPack headers cached
         buffer.close()
         checks = [
             lambda: view.copy_from(np.zeros(8)), lambda: layoutkit.copy(view, np.zeros(8)),
@@ -704,6 +705,7 @@ def test_use_after_close_is_refused_whatever_was_cached():
             lambda: view.__dlpack__(), lambda: view.__array_interface__, lambda: view[0],
             lambda: view.__setitem__(0, 1.0), lambda: np.from_dlpack(view),
             lambda: V.from_dlpack(view), lambda: view.__dlpack_device__(),
+            lambda: view.__dlpack__(max_version=(1, 0)),
         ]
         for check in checks:
             try:
@@ -716,6 +718,33 @@ def test_use_after_close_is_refused_whatever_was_cached():
         """
     )
     assert out == "ok"
+
+
+def test_dlpack_export_checks_its_arguments_after_a_cached_export():
+    """An export made once (its header cached) does not let later calls skip a check."""
+    view = StridedMemoryView.from_dlpack(np.arange(6.0), -1)
+    readonly = StridedMemoryView.from_dlpack(np.broadcast_to(np.arange(3.0), (2, 3)), -1)
+    for v in (view, readonly):
+        np.from_dlpack(v)
+        v.__dlpack__(max_version=(1, 0))
+    with pytest.raises(TypeError, match="max_version"):
+        view.__dlpack__(max_version=(True, 0))
+    with pytest.raises(TypeError, match="max_version"):
+        view.__dlpack__(max_version=(1.0, 0))
+    with pytest.raises(BufferError, match="max_version"):
+        view.__dlpack__(max_version=(1, 0, 0))
+    with pytest.raises(BufferError, match="copy=True"):
+        view.__dlpack__(max_version=(1, 0), copy=True)
+    with pytest.raises(TypeError, match="copy"):
+        view.__dlpack__(max_version=(1, 0), copy="no")
+    with pytest.raises(BufferError, match="dl_device"):
+        view.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+    with pytest.raises(TypeError, match="stream"):
+        view.__dlpack__(max_version=(1, 0), stream="s")
+    with pytest.raises(BufferError, match="read-only"):
+        readonly.__dlpack__(max_version=(0, 8))
+    with dlpack.consume_capsule(readonly.__dlpack__(max_version=(1, 0))) as tensor:
+        assert tensor.readonly
 
 
 def test_views_of_null_pointers_with_elements_touch_no_memory():
