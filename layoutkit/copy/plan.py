@@ -1079,8 +1079,7 @@ def gather_efficiency(shape, ss, unit):
     for extent, stride in zip(reversed(shape), reversed(ss), strict=True):
         offsets += number % extent * stride
         number //= extent
-    sectors = np.union1d(offsets // 32, (offsets + unit - 1) // 32)
-    return count * unit / (32 * len(sectors))
+    return _sector_efficiency(offsets.tolist(), unit)
 
 
 def _gather_wins(shape, ss, unit, run_bytes):
