@@ -757,37 +757,37 @@ overload_attribute(StridedLayoutType, "is_contiguous_f", jit_options={"forceinli
 )
 
 
-def _ordered_flag_property(kernel_name, unsorted_kernel_name):
-    """A flag computed over the stride order: for a few dimensions without sorting."""
+def _over_stride_order(kernel, unsorted, n):
+    """A compiled test of a layout of ``n`` dimensions by ``kernel`` over its stride order
+    (``unsorted`` without sorting, for a few dimensions); True for an empty layout."""
+    n2 = 2 * n
 
-    def typer(layout):
-        n = layout.ndim
-        n2 = 2 * n
-        kernel = getattr(K, kernel_name)
-        unsorted = getattr(K, unsorted_kernel_name)
+    @register_jitable
+    def test(layout):
+        lay = _stack_int64(n2)
+        _pack(layout, lay)
+        for i in range(n):
+            if layout.shape[i] == 0:
+                return True
+        if n <= _UNSORTED_NDIM:
+            return unsorted(lay, n)
+        order = _stack_int64(n)
+        K.stride_order(lay, n, order, 0)
+        return kernel(lay, n, order, 0)
 
-        def impl(layout):
-            lay = _stack_int64(n2)
-            _pack(layout, lay)
-            for i in range(n):
-                if layout.shape[i] == 0:
-                    return True
-            if n <= _UNSORTED_NDIM:
-                return unsorted(lay, n)
-            order = _stack_int64(n)
-            K.stride_order(lay, n, order, 0)
-            return kernel(lay, n, order, 0)
-
-        return impl
-
-    return typer
+    return test
 
 
 _UNSORTED_NDIM = 8  # up to this many dimensions, n**2 straight-line tests beat a sort
 _INLINED = {"forceinline": True}
-overload_attribute(StridedLayoutType, "is_contiguous_any", jit_options=_INLINED)(
-    _ordered_flag_property("is_contiguous_along", "is_contiguous_unsorted")
-)
+
+
+@overload_attribute(StridedLayoutType, "is_contiguous_any", jit_options=_INLINED)
+def _is_contiguous_any(layout):
+    test = _over_stride_order(K.is_contiguous_along, K.is_contiguous_unsorted, layout.ndim)
+    return lambda layout: test(layout)
+
+
 @overload_attribute(StridedLayoutType, "is_unique", jit_options=_INLINED)
 def _is_unique(layout):
     """The nesting test, then the exact search Python runs (``unique_by_search``)."""
@@ -795,21 +795,13 @@ def _is_unique(layout):
     n2 = 2 * n
     slots = 6 * n
     budget = K.UNIQUE_SEARCH_BUDGET
+    nested = _over_stride_order(K.is_unique_nested, K.is_unique_unsorted, n)
 
     def impl(layout):
+        if nested(layout):
+            return True
         lay = _stack_int64(n2)
         _pack(layout, lay)
-        for i in range(n):
-            if layout.shape[i] == 0:
-                return True
-        if n <= _UNSORTED_NDIM:
-            nested = K.is_unique_unsorted(lay, n)
-        else:
-            order = _stack_int64(n)
-            K.stride_order(lay, n, order, 0)
-            nested = K.is_unique_nested(lay, n, order, 0)
-        if nested:
-            return True
         return K.unique_by_search(lay, n, _stack_int64(slots), budget) == 1
 
     return impl
