@@ -20,6 +20,7 @@ volume and offset bounds come with every layout; the other derived properties ar
 computed by one kernel call on first use and kept in the layout's slots.
 """
 
+import _thread
 import math
 import operator
 import reprlib
@@ -39,6 +40,7 @@ _ITEM_INDEX = C.ITEM_INDEX
 _ITEMSIZE_LIMIT = C.ITEMSIZE_LIMIT
 _exact_int = int.__index__  # an int subclass's value as a plain int (no overridable hook)
 _new_instance = object.__new__
+_PUBLISH_LOCK = _thread.allocate_lock()  # _lay's one publication of a layout's buffer
 _show = reprlib.Repr()
 _show.maxstring = _show.maxother = 80
 _show.maxtuple = _show.maxlist = 12
@@ -617,10 +619,19 @@ class StridedLayout:
 
     def _lay(self):
         """An int64 ``array('q')`` starting with ``shape + strides`` (for kernels and
-        exports; it is never written once the layout exists)."""
+        exports; it is never written once the layout exists).
+
+        Published once: exports keep a pointer into it (a DLPack header's shape and
+        strides) for as long as the layout lives, so a second one made by another thread
+        at the same time must not replace (and free) the first.
+        """
         packed = self._packed
         if packed is None:
-            packed = self._packed = _int64s(self._shape + self._strides)
+            made = _int64s(self._shape + self._strides)
+            with _PUBLISH_LOCK:
+                packed = self._packed
+                if packed is None:
+                    packed = self._packed = made
         return packed
 
     # ---------------------------------------------------------------- construction

@@ -133,4 +133,107 @@ def threads_first_njit_calls_race():
     _run_threads(_njit_work, 20)
 
 
+def _junk_buffers():
+    """Small int64 arrays of junk, the size of a freed layout buffer (its memory reused)."""
+    from array import array
+
+    return [array("q", [77] * 8) for _ in range(64)]
+
+
+def _export_matches(view, values, what):
+    exported = np.from_dlpack(view)
+    check(exported.shape == values.shape and exported.strides == values.strides,
+          f"{what}: exported shape {exported.shape}, strides {exported.strides}; the view "
+          f"has {values.shape}, {values.strides}")  # fmt: skip
+
+
+class _Capsule:
+    """A producer that hands on a capsule made before (read when it is consumed)."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **_):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+@cases.case(timeout=120)
+def an_export_inside_another_first_export_keeps_its_shape():
+    """A read-only view's layout gets its int64 buffer on its first export (a read-only
+    view needs no uniqueness analysis, which would make it at import). Another thread's
+    export made while the first is making that buffer (here: from inside it) points its
+    capsule at the buffer it made; the first must not replace (and free) that buffer
+    before the capsule is consumed."""
+    import layoutkit.layout as layout_module
+
+    values = np.arange(120.0).reshape(2, 3, 4, 5)
+    values.flags.writeable = False
+    view = StridedMemoryView.from_dlpack(values, -1).permuted((3, 1, 0, 2))
+    check(view.layout._packed is None, "test premise: the view's layout has no buffer yet")
+    make = layout_module._int64s
+    calls, capsules = [], []
+
+    def interleaved(*args):
+        calls.append(args)
+        if len(calls) == 1:  # the other thread's export, in the middle of the first one's
+            capsules.append(view.__dlpack__(max_version=(1, 0)))
+        return make(*args)
+
+    layout_module._int64s = interleaved
+    try:
+        np.from_dlpack(view)
+    finally:
+        layout_module._int64s = make
+    check(len(calls) == 2, f"test premise: two buffers made, got {len(calls)}")
+    junk = _junk_buffers()  # noqa: F841 (reuses the memory of a freed buffer)
+    expected = values.transpose(3, 1, 0, 2)
+    exported = np.from_dlpack(_Capsule(capsules[0]))
+    check(exported.shape == expected.shape and exported.strides == expected.strides,
+          f"the inner export's capsule says shape {exported.shape}, strides "
+          f"{exported.strides}; the view has {expected.shape}, {expected.strides}")  # fmt: skip
+    _export_matches(view, expected, "after interleaved first exports")
+
+
+def _first_exports_race(rounds):
+    values = np.arange(120.0).reshape(2, 3, 4, 5)
+    values.flags.writeable = False
+    base = StridedMemoryView.from_dlpack(values, -1)
+    expected = values.transpose(3, 1, 0, 2)
+    failures = []
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(rounds):
+            view = base.permuted((3, 1, 0, 2))  # a fresh layout, without its buffer
+            start = threading.Barrier(4)
+
+            def export(view=view, start=start):
+                start.wait()
+                try:
+                    _export_matches(view, expected, "a first export raced")
+                except BaseException as exc:
+                    failures.append(exc)
+
+            threads = [threading.Thread(target=export) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            junk = _junk_buffers()  # noqa: F841
+            _export_matches(view, expected, "an export after first exports raced")
+    finally:
+        sys.setswitchinterval(old)
+    if failures:
+        raise AssertionError(f"{len(failures)} export(s) failed; the first:") from failures[0]
+
+
+@cases.case(timeout=300)
+def threads_race_first_exports_of_one_view():
+    """Threads make the first exports of one read-only view at once (see above)."""
+    _first_exports_race(300)
+
+
 cases.export(globals())
