@@ -695,9 +695,7 @@ class StridedMemoryView:
     # ------------------------------------------------------------------ export
     def __dlpack_device__(self):
         """``(device_type, device_id)`` as DLPack names them."""
-        buffer = self._buffer
-        if buffer is not None and buffer.is_closed:
-            check_memory(self, "__dlpack_device__")  # raises: no memory
+        self._check_open("__dlpack_device__")
         device = self._record.dl_device
         if device is not None:
             return device
@@ -730,31 +728,22 @@ class StridedMemoryView:
         TypeError
             When ``max_version`` is not a tuple.
         """
-        if (
-            stream is None and dl_device is None and (copy is None or copy is False)
-            and type(max_version) is tuple and len(max_version) == 2
-            and type(max_version[0]) is int and type(max_version[1]) is int
-        ):  # fmt: skip
-            # the common call (NumPy's, torch's): no argument runs the caller's code
-            versioned = max_version[0] >= 1
-            exports = self._exports
-            if exports is not None:
-                header = exports.get(versioned)
-                if header is not None:  # exported before: every check below passed then,
-                    # and depends only on what never changes (the record, where the memory
-                    # lives), but for a closed buffer
-                    buffer = self._buffer
-                    if buffer is None or not buffer.is_closed:
-                        return _dlpack.export_header(self, header, versioned)
-        else:
-            # the arguments first: reading them may run the caller's code (__index__, a
-            # stream's __cuda_stream__), which may close the buffer; the memory is checked
-            # after that
-            versioned = _dlpack.wants_versioned(max_version)
-            _dlpack.refuse_copy(copy, "StridedMemoryView")
-            dl_device = _dlpack.requested_device(dl_device)
-            if stream is not None:
-                _dlpack.consumer_stream(stream)
+        # the arguments first: reading them may run the caller's code (__index__, a
+        # stream's __cuda_stream__), which may close the buffer; the memory is checked
+        # after that
+        versioned = _dlpack.wants_versioned(max_version)
+        _dlpack.refuse_copy(copy, "StridedMemoryView")
+        dl_device = _dlpack.requested_device(dl_device)
+        if stream is not None:
+            _dlpack.consumer_stream(stream)
+        exports = self._exports
+        if dl_device is None and exports is not None:
+            header = exports.get(versioned)
+            if header is not None:  # exported before: every check below passed then and
+                # depends only on what never changes (the record, where the memory lives),
+                # but for a closed buffer
+                self._check_open("__dlpack__")
+                return _dlpack.export_header(self, header, versioned)
         self._check_open("__dlpack__")
         record = self._record
         device = record.dl_device or self.__dlpack_device__()
@@ -769,7 +758,6 @@ class StridedMemoryView:
                 "a read-only view needs a versioned DLPack capsule (max_version >= (1, 0)); "
                 "the legacy protocol cannot mark data read-only"
             )
-        exports = self._exports
         if exports is None:
             exports = self._exports = {}
         key = versioned if dl_device is None else (device, versioned)  # the header's bytes
@@ -780,22 +768,14 @@ class StridedMemoryView:
 
     def _dlpack_header(self, device, versioned):
         """The bytes of this view's DLPack managed tensor (shape and strides: the layout's)."""
-        record = self._record
-        dtype = record.dtype
-        if dtype is None:
-            raise BufferError("the view has no dtype; DLPack export needs one")
-        code, bits, lanes, padded = to_dlpack_dtype(dtype)
-        flags = _dlpack.FLAG_READ_ONLY if record.readonly else 0
-        if padded:
-            if not versioned:
-                raise BufferError(f"{dtype} needs a versioned DLPack capsule")
-            flags |= _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED
-        layout = record.layout
-        ndim = layout.ndim
-        shape_at = layout._lay().buffer_info()[0] if ndim else 0  # lives as long as the view
+        _, ptr, shape, _, dtype_triple, device, flags = self._export_fields(device)
+        if flags & _dlpack.FLAG_IS_SUBBYTE_TYPE_PADDED and not versioned:
+            raise BufferError(f"{self._record.dtype} needs a versioned DLPack capsule")
+        ndim = len(shape)
+        shape_at = self._record.layout._lay().buffer_info()[0] if ndim else 0  # lives as the view
         return _dlpack.managed_header(
-            self, record.ptr if layout.volume else 0, ndim, shape_at,
-            shape_at + 8 * ndim if ndim else 0, (code, bits, lanes), device, flags, versioned,
+            self, ptr, ndim, shape_at, shape_at + 8 * ndim if ndim else 0, dtype_triple, device,
+            flags, versioned,
         )  # fmt: skip
 
     def _export_fields(self, device=None):
