@@ -219,18 +219,12 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_dlpack(a.T).strides
         (1, 3)
         """
-        if type(obj) is _ndarray and (
-            stream_ptr is None or type(stream_ptr) is int and -1 <= stream_ptr <= 0
-        ):  # the NumPy fast path, inline: the common case (no stream to read)
-            record = ndarray_record(obj, True)
+        if stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
+            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
+        if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
+            record = ndarray_record(obj, True)  # the NumPy fast path, inline: the common case
             if record is not None:
                 return _made(cls, record, HOST, None)
-        elif stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
-            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
-            if type(obj) is _ndarray and (stream_ptr == -1 or stream_ptr == 0):
-                record = ndarray_record(obj, True)
-                if record is not None:
-                    return _made(cls, record, HOST, None)
         record = fast_record(obj, stream_ptr, True)
         if record is None:
             if not _is_dlpack(obj):
@@ -325,18 +319,12 @@ class StridedMemoryView:
         >>> StridedMemoryView.from_any_interface(np.zeros((2, 3))).shape
         (2, 3)
         """
-        if type(obj) is _ndarray and (
-            stream_ptr is None or type(stream_ptr) is int and -1 <= stream_ptr <= 0
-        ):  # the NumPy fast path (no stream to read)
+        if stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
+            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
+        if type(obj) is _ndarray and (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
             record = ndarray_record(obj)
             if record is not None:
                 return _made(cls, record, HOST, None)
-        elif stream_ptr is not None and (type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS):
-            stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read: before any import
-            if type(obj) is _ndarray and (stream_ptr == -1 or stream_ptr == 0):
-                record = ndarray_record(obj)
-                if record is not None:
-                    return _made(cls, record, HOST, None)
         record = fast_record(obj, stream_ptr, False)
         if record is not None:
             return cls._from_record(record)
