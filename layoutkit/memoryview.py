@@ -42,6 +42,7 @@ True
 (7, (2,))
 """
 
+import _thread
 import functools
 import operator
 import warnings
@@ -70,6 +71,7 @@ _kDLCUDAHost = _dlpack.kDLCUDAHost
 _kDLCUDAManaged = _dlpack.kDLCUDAManaged
 _CPU_DEVICE = (_kDLCPU, 0)
 _STREAMS = 2**64  # the stream_ptr ints a door passes on unread: -1 and [0, 2**64)
+_PUBLISH_LOCK = _thread.allocate_lock()  # a view's one publication of its Buffer
 _attribute = operator.attrgetter
 
 
@@ -584,9 +586,13 @@ class StridedMemoryView:
             location = self._location
             if location is not None and location.device_id is None:
                 location = self._where()
-            buffer = self._buffer = Buffer._from_known(
+            made = Buffer._from_known(
                 base, size, owner=record.owner, location=location, readonly=record.readonly
             )
+            with _PUBLISH_LOCK:  # one Buffer per view: closing it is closing the view's
+                buffer = self._buffer
+                if buffer is None:
+                    buffer = self._buffer = made
         return buffer
 
     # ------------------------------------------------------------------ element access

@@ -236,4 +236,31 @@ def threads_race_first_exports_of_one_view():
     _first_exports_race(300)
 
 
+@cases.case(timeout=300)
+def threads_race_first_buffer_of_one_view():
+    """Threads ask one fresh view for its buffer at once: all get the same Buffer, so
+    closing it closes the view for everyone (a second Buffer, dropped, would not)."""
+    values = np.arange(24.0).reshape(2, 3, 4)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(300):
+            view = StridedMemoryView.from_dlpack(values, -1)
+            start = threading.Barrier(4)
+            seen = []
+
+            def ask(view=view, start=start, seen=seen):
+                start.wait()
+                seen.append(view.buffer)
+
+            threads = [threading.Thread(target=ask) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert len({id(b) for b in seen}) == 1 and seen[0] is view.buffer, seen
+    finally:
+        sys.setswitchinterval(old)
+
+
 cases.export(globals())
