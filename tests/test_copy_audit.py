@@ -10,12 +10,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from helpers.copy_audit import access_terms, misaligned_accesses, narrow_overflows
 from helpers.copy_cases import copy_cases, layout_of, random_pair_spec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from layoutkit import StridedLayout
+from layoutkit.copy import plan as copy_plan
 from layoutkit.copy.plan import KERNEL, plan_copy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -80,3 +82,24 @@ def test_tables_of_tiles_past_two_gigabytes_are_wide():
     src = StridedLayout((4, 2**20), (3 << 27, 1), 4)
     plan = plan_copy(dst, src, 0, 0, True, True)
     assert plan.launches[0].key[-1] == 1 and not narrow_overflows(plan)
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_gather_offsets_go_wide_at_two_gigabytes(monkeypatch, sign):
+    """A ``gather`` launch keeps 32-bit offsets up to a span of ``2**31 - unit`` bytes (its
+    extreme offsets, of either sign, still fit an ``int32``) and takes 64-bit ones from
+    ``2**31`` (whose positive extreme would not); the audit agrees with both."""
+    monkeypatch.setattr(copy_plan, "GATHER_RULES", ((1 << 62, 0.0),))
+    copy_plan._plan.cache_clear()
+    try:
+        for extra, wide in ((0, 0), (1, 1)):
+            # 4-byte units; the source's byte span is 4 * (2 * s0 + s1 + 4) = 2**31 - 4 + 4 * extra
+            s0 = 2**28 - 8
+            s1 = 2**29 - 1 - 4 - 2 * s0 + extra
+            src = StridedLayout((3, 2, 5), (sign * s0, sign * s1, 1), 4)
+            plan = plan_copy(StridedLayout.dense((3, 2, 5), 4), src, 0, 0, True, True)
+            (launch,) = plan.launches
+            assert launch.kernel == "gather" and launch.key[-1] == wide, plan.describe()
+            assert not narrow_overflows(plan) and not misaligned_accesses(plan, 0, 0)
+    finally:
+        copy_plan._plan.cache_clear()
