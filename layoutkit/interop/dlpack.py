@@ -283,7 +283,10 @@ def wants_versioned(max_version):
         raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple")
     if len(max_version) != 2:  # cuda.core's message (its Buffer's)
         raise BufferError(f"Expected max_version tuple[int, int], got {max_version}")
-    major, minor = index_entry(max_version[0]), index_entry(max_version[1])
+    major, minor = max_version
+    if type(major) is int and type(minor) is int:  # the common call: nothing to convert
+        return major >= 1
+    major, minor = index_entry(major), index_entry(minor)
     if major is None or minor is None:
         raise TypeError(f"max_version={max_version!r} must be a (major, minor) tuple of ints")
     return major >= 1
