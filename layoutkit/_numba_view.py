@@ -97,6 +97,7 @@ from ._numba_boxing import Objects, call_python, failed, getattr_fast
 from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
 from ._numba_layout import StridedLayoutType, make_layout
+from .memoryview import check_memory  # loaded first: views reach compiled code only from it
 
 _LAYOUT_KINDS = ("C", "F", "A")
 _FLOAT16 = np.dtype(np.float16)
@@ -349,8 +350,6 @@ def check_view_accessible(view, name, on_device, device_id=None):
         The device the kernel runs on (or a function returning it, called only when the
         view's device must be compared); checked when ``on_device``.
     """
-    from layoutkit.memoryview import check_memory
-
     check_memory(view, name)  # a closed buffer, or a null pointer with elements: BufferError
     device_accessible = view.is_device_accessible
     if on_device:
@@ -396,14 +395,13 @@ def view_record(view):
     record = getattr(view, "_numba_record", None)
     if record is not None:
         return record
-    from layoutkit.memoryview import check_memory
-
     check_memory(view, "view argument")  # closed before its device was known: BufferError
     layout = view.layout
     shape = layout.shape
     ndim = len(shape)
     flags = 0
-    if not view.is_device_accessible or _is_host_accessible(view):
+    _, device_accessible, host_accessible, _ = view._where()  # no Buffer made for it
+    if not device_accessible or host_accessible:
         flags |= _HOST_ACCESSIBLE
     packer = _PACKERS.get(ndim)
     if packer is None:
