@@ -197,37 +197,50 @@ def an_export_inside_another_first_export_keeps_its_shape():
     _export_matches(view, expected, "after interleaved first exports")
 
 
-def _first_exports_race(rounds):
-    values = np.arange(120.0).reshape(2, 3, 4, 5)
-    values.flags.writeable = False
-    base = StridedMemoryView.from_dlpack(values, -1)
-    expected = values.transpose(3, 1, 0, 2)
+def _races(rounds, make, work, after):
+    """``rounds`` times: ``make()`` a fresh object, run ``work(obj)`` in 4 threads released
+    at once (switching threads every microsecond), then ``after(obj, results)`` with the
+    threads' results; a thread's exception fails the case."""
     failures = []
     old = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
         for _ in range(rounds):
-            view = base.permuted((3, 1, 0, 2))  # a fresh layout, without its buffer
+            obj = make()
             start = threading.Barrier(4)
+            results = []
 
-            def export(view=view, start=start):
+            def run(obj=obj, start=start, results=results):
                 start.wait()
                 try:
-                    _export_matches(view, expected, "a first export raced")
+                    results.append(work(obj))
                 except BaseException as exc:
                     failures.append(exc)
 
-            threads = [threading.Thread(target=export) for _ in range(4)]
+            threads = [threading.Thread(target=run) for _ in range(4)]
             for thread in threads:
                 thread.start()
             for thread in threads:
                 thread.join()
-            junk = _junk_buffers()  # noqa: F841
-            _export_matches(view, expected, "an export after first exports raced")
+            after(obj, results)
     finally:
         sys.setswitchinterval(old)
     if failures:
-        raise AssertionError(f"{len(failures)} export(s) failed; the first:") from failures[0]
+        raise AssertionError(f"{len(failures)} thread(s) failed; the first:") from failures[0]
+
+
+def _first_exports_race(rounds):
+    values = np.arange(120.0).reshape(2, 3, 4, 5)
+    values.flags.writeable = False
+    base = StridedMemoryView.from_dlpack(values, -1)
+    expected = values.transpose(3, 1, 0, 2)
+
+    def after(view, _):
+        junk = _junk_buffers()  # noqa: F841
+        _export_matches(view, expected, "an export after first exports raced")
+
+    _races(rounds, lambda: base.permuted((3, 1, 0, 2)),  # a fresh layout, without its buffer
+           lambda view: _export_matches(view, expected, "a first export raced"), after)  # fmt: skip
 
 
 @cases.case(timeout=300)
@@ -241,26 +254,11 @@ def threads_race_first_buffer_of_one_view():
     """Threads ask one fresh view for its buffer at once: all get the same Buffer, so
     closing it closes the view for everyone (a second Buffer, dropped, would not)."""
     values = np.arange(24.0).reshape(2, 3, 4)
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        for _ in range(300):
-            view = StridedMemoryView.from_dlpack(values, -1)
-            start = threading.Barrier(4)
-            seen = []
 
-            def ask(view=view, start=start, seen=seen):
-                start.wait()
-                seen.append(view.buffer)
+    def after(view, seen):
+        assert len({id(b) for b in seen}) == 1 and seen[0] is view.buffer, seen
 
-            threads = [threading.Thread(target=ask) for _ in range(4)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            assert len({id(b) for b in seen}) == 1 and seen[0] is view.buffer, seen
-    finally:
-        sys.setswitchinterval(old)
-
+    _races(300, lambda: StridedMemoryView.from_dlpack(values, -1), lambda view: view.buffer,
+           after)  # fmt: skip
 
 cases.export(globals())
