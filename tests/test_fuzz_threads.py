@@ -11,6 +11,7 @@ import threading
 import numpy as np
 from helpers.hostile import Cases
 from helpers.hostile_checks import check
+from helpers.hostile_dlpack import SameCapsule
 from numba import njit
 
 import layoutkit
@@ -147,19 +148,6 @@ def _export_matches(view, values, what):
           f"has {values.shape}, {values.strides}")  # fmt: skip
 
 
-class _Capsule:
-    """A producer that hands on a capsule made before (read when it is consumed)."""
-
-    def __init__(self, capsule):
-        self.capsule = capsule
-
-    def __dlpack__(self, **_):
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return (1, 0)
-
-
 @cases.case(timeout=120)
 def an_export_inside_another_first_export_keeps_its_shape():
     """A read-only view's layout gets its int64 buffer on its first export (a read-only
@@ -190,7 +178,7 @@ def an_export_inside_another_first_export_keeps_its_shape():
     check(len(calls) == 2, f"test premise: two buffers made, got {len(calls)}")
     junk = _junk_buffers()  # noqa: F841 (reuses the memory of a freed buffer)
     expected = values.transpose(3, 1, 0, 2)
-    exported = np.from_dlpack(_Capsule(capsules[0]))
+    exported = np.from_dlpack(SameCapsule(capsules[0]))
     check(exported.shape == expected.shape and exported.strides == expected.strides,
           f"the inner export's capsule says shape {exported.shape}, strides "
           f"{exported.strides}; the view has {expected.shape}, {expected.strides}")  # fmt: skip
