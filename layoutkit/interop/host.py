@@ -57,7 +57,6 @@ _read_ndarray_fields = _native.NDARRAY_FIELDS.unpack_from
 _MEMORY = _native.MEMORY
 _HEADER = _native.OBJECT_HEADER
 _WRITEABLE = _native.NPY_ARRAY_WRITEABLE
-_CACHE_LIMIT = CACHE_LIMIT
 
 
 def check_interface(interface, name, obj, min_version=3):
@@ -229,7 +228,7 @@ def _ndarray_entry(shape, strides, dtype):
             pass
         else:
             entry = (layout, lead, _ADDRESS_LIMIT - size + lead, aliasing, kind)
-    if len(_ndarray_entries) >= _CACHE_LIMIT:
+    if len(_ndarray_entries) >= CACHE_LIMIT:
         _ndarray_entries.clear()
     _ndarray_entries[(shape, strides, dtype)] = entry
     return entry
