@@ -66,8 +66,8 @@ def test_small_layouts_are_aligned(case, dst_shift, src_shift):
 def test_the_audit_sees_a_misaligned_base():
     """A plan made for one alignment, run at another, fails the audit (the audit is not
     vacuous), and every launch exposes its accesses."""
-    dst = StridedLayout.dense((64, 48), 1)
-    src = StridedLayout.dense((48, 64), 1).permuted((1, 0))
+    dst = StridedLayout.dense((512, 384), 1)  # not so small that gather reads it all at once
+    src = StridedLayout.dense((384, 512), 1).permuted((1, 0))
     plan = plan_copy(dst, src, 0, 0, True, True)
     assert plan.method == KERNEL and plan.launches[0].kernel == "block"
     sizes = {size for launch in plan.launches for _, _, size, _ in access_terms(launch)}
@@ -89,7 +89,7 @@ def test_gather_offsets_go_wide_at_two_gigabytes(monkeypatch, sign):
     """A ``gather`` launch keeps 32-bit offsets up to a span of ``2**31 - unit`` bytes (its
     extreme offsets, of either sign, still fit an ``int32``) and takes 64-bit ones from
     ``2**31`` (whose positive extreme would not); the audit agrees with both."""
-    monkeypatch.setattr(copy_plan, "GATHER_RULES", ((1 << 62, 0.0),))
+    monkeypatch.setattr(copy_plan, "GATHER_RULES", ((1 << 62, 0.0, True),))
     copy_plan._plan.cache_clear()
     try:
         for extra, wide in ((0, 0), (1, 1)):

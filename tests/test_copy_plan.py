@@ -166,6 +166,25 @@ def test_short_runs_on_one_side_are_gathered():
     assert kernels(dense((4096, 4096), 4), permuted((4096, 4096), 4, (1, 0))) == [TILED]
 
 
+def test_long_runs_that_gather_reads_as_well_are_gathered():
+    # rows of 961 float32 with a pitch of 964: the tile of 256-unit runs wastes a fourth
+    # of its last run per row; gather reads each row as the source's own order would
+    pitched = dense((25470, 964), 4)[:, :961]
+    assert kernels(dense((25470, 961), 4), pitched) == [GATHER]
+    # 12 float16 planes interleaved: a block of 8-byte source vectors yields to gather
+    planes = permuted((12, 2**20), 2, (1, 0))
+    assert kernels(dense((2**20, 12), 2), planes) == [GATHER]
+    # a row broadcast to every row keeps its wide direct fill; a column broadcast along
+    # 2-byte runs that cannot widen is gathered
+    row = dense((8192,), 4).broadcast_to((8192, 8192))
+    assert kernels(dense((8192, 8192), 4), row) == [DIRECT]
+    column = dense((10391, 1), 2).broadcast_to((10391, 3417))
+    assert kernels(dense((10391, 3417), 2), column) == [GATHER]
+    # reversed uint8 runs, contiguous on both sides: gather's arithmetic per byte would cost
+    reversed_runs = permuted((350, 2, 122828), 1, (1, 0, 2))[:, :, ::-1]
+    assert kernels(dense((2, 350, 122828), 1), reversed_runs) == [DIRECT]
+
+
 @given(st.integers(1, 2**31 - 1), st.integers(0, 2**31 - 1))
 def test_gather_divisions_are_exact(extent, n):
     magic, shift = divider(extent)

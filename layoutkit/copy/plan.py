@@ -135,19 +135,34 @@ BLOCK_SOURCE_LANES = 8
 #: no room) is refused for ``tiled`` past this many tiles; below it the copy is small
 #: and latency-bound either way.
 BLOCK_IDLE_TILES = 1024
-#: When a ``tiled`` or ``direct`` plan moves through ``gather`` instead (where that kernel can take the
-#: problem, see :func:`gather_launch`): ``(run bytes, efficiency)`` pairs, the first whose
-#: run bytes exceed the tile's shorter run (``direct``: its tile's run) deciding. The tile loses to ``gather`` when a
-#: block's first elements in the destination's order use at least ``efficiency`` of the
-#: source sectors that as many elements in the source's own order use
-#: (:func:`gather_efficiency`); a source strided along the destination's order would fetch
-#: a sector per element, where a tile reads whole runs. Measured on the H200
-#: (``benchmarks/tune_copy_gpu.py``, seeds 100-102): a tile of runs under 32 bytes moves
-#: them a few bytes at a time through shared memory (gather 1.4x); up to 256-byte runs
-#: gather was 1.0-1.7x faster where it reads at least 0.8 of the sectors (14 cases) and
-#: 0.4-0.9x where it reads 0.37-0.5 (3 cases). Seed 4242: ``direct`` tiles of 2 and 4
-#: units along a 9-unit run (fewest tiles) ran at 0.27x and 0.61x torch's elementwise copy.
-GATHER_RULES = ((32, 0.35), (256, 0.75))
+#: When a ``tiled`` or ``direct`` plan moves through ``gather`` instead (where that kernel
+#: can take the problem, see :func:`gather_launch`): ``(run bytes, efficiency, broadcast)``
+#: rules, the first whose run bytes exceed the tile's shorter run (``direct``: its tile's
+#: run) deciding; unless ``broadcast``, only for a source that moves along every axis but
+#: the last. The tile loses to ``gather`` where gather reads the source at least
+#: ``efficiency`` as well as the source's own order would (:func:`gather_reading`); a
+#: source strided along the destination's order would fetch a sector per element, where a
+#: tile reads whole runs. Measured on the H200 (``benchmarks/tune_copy_gpu.py``):
+#:
+#: - seeds 100-102: a tile of runs under 32 bytes moves them a few bytes at a time through
+#:   shared memory (gather 1.4x); up to 256-byte runs gather was 1.0-1.7x faster where it
+#:   reads at least 0.8 as well (14 cases) and 0.4-0.9x where it reads 0.37-0.5 (3 cases);
+#: - seed 4242: ``direct`` tiles of 2 and 4 units along a 9-unit run (fewest tiles) ran at
+#:   0.27x and 0.61x torch's elementwise copy;
+#: - seeds 301-303 (``--only "no gather" "gather always" --torch --json``, 119 cases): with
+#:   runs of any length, where gather reads at least 0.8 as well, it was faster in 19 of
+#:   23 plans (1.05-3.4x; tiles of 8- and 16-byte units with long runs at 1.1-1.3x), the
+#:   4 others at 0.78-0.97x. Sources broadcast along the destination's runs: gather 1.5x
+#:   and 1.6x (seeds 302, 306); along other axes (a row read again for every row
+#:   written): not measured, left to the tiles.
+GATHER_RULES = ((32, 0.35, True), (256, 0.75, True), (1 << 62, 0.8, False))
+#: A ``block`` plan whose vectors are narrower than 16 bytes on a side yields (to the
+#: ``tiled`` rules, and so to ``gather``) where gather reads a source without broadcast
+#: axes at least this well (:func:`gather_reading`). Seeds 301-303: such blocks ran at
+#: 0.23-1.33x the better peer and gather at 1.02-2.08x (5 cases, one of them even); the
+#: one block with 16-byte vectors on both sides in that class (CHW -> HWC, uint8) ran 1.4x
+#: faster than gather.
+BLOCK_YIELD = 0.9
 #: Most coalesced axes of a ``gather`` launch (each costs about 8 instructions an element).
 GATHER_AXES = 6
 #: ``gather`` splits element numbers with unsigned 32-bit divisions: volumes below this.
@@ -230,7 +245,7 @@ class CopyPlan:
     ('memcpy', 96, 16)
     >>> plan_copy(a, StridedLayout.dense((6, 4), 4).permuted((1, 0)), 0, 0, True, True).describe()
     'gather/4B 4x6'
-    >>> b = StridedLayout.dense((64, 64), 4)
+    >>> b = StridedLayout.dense((1024, 1024), 4)
     >>> plan_copy(b, b.permuted((1, 0)), 0, 0, True, True).describe()
     'tiled/4B 64x64 runs 256/256B'
     """
@@ -478,9 +493,9 @@ def device_launches(shape, ds, ss, unit, dst_address=0, src_address=0, allow_blo
 
     Examples
     --------
-    >>> [x.kernel for x in device_launches((64, 64), (256, 4), (4, 256), 4)]
+    >>> [x.kernel for x in device_launches((1024, 1024), (4096, 4), (4, 4096), 4)]
     ['tiled']
-    >>> [x.kernel for x in device_launches((3, 1000), (1000, 1), (1, 3), 1)]  # HWC -> CHW
+    >>> [x.kernel for x in device_launches((3, 1024), (1024, 1), (1, 3), 1)]  # HWC -> CHW
     ['block']
     >>> [x.kernel for x in device_launches((3, 1001), (1024, 1), (1, 3), 1)]  # and an edge
     ['block', 'gather']
@@ -692,7 +707,10 @@ def direct_launch(shape, ds, ss, unit, src_unit=0, dst_offset=0, src_offset=0):
             if best is None or score > best[0]:
                 best = (score, tx, ir, kq, run, rows, tile)
     _, tx, ir, kq, run, rows, tile = best
-    if not src_unit and _gather_wins(shape, ss, unit, run * unit):
+    # runs of 1- or 2-byte units contiguous on both sides stay: there gather's arithmetic
+    # per element is the bottleneck (seed 301: a reversed uint8 run, gather 0.78x)
+    narrow_runs = unit < 4 and abs(ds[run_axis]) == unit and abs(ss[run_axis]) == unit
+    if not src_unit and not narrow_runs and _gather_wins(shape, ss, unit, run * unit):
         return gather_launch(shape, ds, ss, unit, dst_offset, src_offset)
     chunk_row = rows[-1] if rows and tile[rows[-1]] < shape[rows[-1]] else None
     chunk_axes = (run_axis if run < shape[run_axis] else None, chunk_row, None)
@@ -1085,18 +1103,28 @@ def gather_efficiency(shape, ss, unit):
 def _gather_wins(shape, ss, unit, run_bytes):
     """Whether ``gather`` takes a problem whose tile's (shorter) run is ``run_bytes`` long
     (see ``GATHER_RULES``)."""
-    for below, efficiency in GATHER_RULES:
+    for below, efficiency, broadcast in GATHER_RULES:
         if run_bytes < below:
-            return gathers(shape, unit) and gather_efficiency(
-                shape, ss, unit) >= efficiency * _source_order_efficiency(shape, ss, unit)  # fmt: skip
+            return ((broadcast or 0 not in ss[:-1]) and gathers(shape, unit)
+                    and gather_reading(shape, ss, unit) >= efficiency)  # fmt: skip
     return False
 
 
-def _source_order_efficiency(shape, ss, unit):
-    """:func:`gather_efficiency` of the source's distinct elements in its own order (the
-    axes by decreasing stride, broadcast axes left out): what any kernel's reads reach."""
+def gather_reading(shape, ss, unit):
+    """How well ``gather`` reads the source: :func:`gather_efficiency` over that of the
+    source's distinct elements in its own order (the axes by decreasing stride, broadcast
+    axes left out), which is what any kernel's reads reach.
+
+    Examples
+    --------
+    >>> gather_reading((1000, 3), (12, 2), 2)  # 6-byte rows 12 bytes apart: as read
+    1.0
+    >>> round(gather_reading((1000, 1000), (2, 2000), 2), 3)  # a transpose
+    0.256
+    """
     axes = sorted((k for k in range(len(shape)) if ss[k]), key=lambda k: -abs(ss[k]))
-    return gather_efficiency([shape[k] for k in axes], [abs(ss[k]) for k in axes], unit)
+    own = gather_efficiency([shape[k] for k in axes], [abs(ss[k]) for k in axes], unit)
+    return gather_efficiency(shape, ss, unit) / own
 
 
 def gather_launch(shape, ds, ss, unit, dst_offset=0, src_offset=0):
@@ -1201,7 +1229,9 @@ def block_launches(shape, ds, ss, unit, fast, dst_address=0, src_address=0):
     if ss[a] != unit or ds[b] != unit:
         return ()
     block = _block_shape(shape, ds, ss, unit, a, b, dst_address, src_address)
-    if block is None:
+    if block is None or (min(block[2], block[3]) < MAX_UNIT and 0 not in ss
+                         and gathers(shape, unit)
+                         and gather_reading(shape, ss, unit) >= BLOCK_YIELD):  # fmt: skip
         return ()
     ka, kb = block[0], block[1]
     bulk = list(shape)
