@@ -3,7 +3,7 @@
 Usage on the GPU machine::
 
     python3 benchmarks/tune_copy_gpu.py [--cases 30] [--seeds 100 101] [--time-limit 200]
-        [--log PATH]
+        [--log PATH] [--only WORD ...] [--torch] [--json PATH]
 
 A variant changes module settings of ``layoutkit.copy.plan`` / ``layoutkit.copy.gpu``
 (run bytes of tiles, bytes in flight per SM, where ``direct`` takes over, whether 1- and
@@ -13,10 +13,13 @@ benchmark does not use) every variant is planned; variants whose launches equal 
 default's are not timed again. Each distinct plan is checked against the source, then
 timed with CUDA events (TB/s of bytes read + written). The summary, last, gives for each
 variant the cases it changed, the geometric mean of its rate over the default's there,
-and its wins and losses; ``--log`` gets every line.
+and its wins and losses; ``--log`` gets every line. ``--json`` writes one line per case
+(the coalesced problem, every variant's rate and plan, CuPy's and, with ``--torch``,
+torch's rate) for fitting planner rules offline.
 """
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -74,9 +77,17 @@ VARIANTS = {
     "block lanes 4": {(planner, "BLOCK_SOURCE_LANES"): 4},
     "block lanes 16": {(planner, "BLOCK_SOURCE_LANES"): 16},
     "no gather": {(planner, "GATHER_RULES"): ()},
-    "gather to 512B": {(planner, "GATHER_RULES"): planner.GATHER_RULES + ((512, 0.75),)},
-    "gather to 256B at 0.5": {(planner, "GATHER_RULES"): ((32, 0.35), (256, 0.5))},
-    "gather to 256B at 0.9": {(planner, "GATHER_RULES"): ((32, 0.35), (256, 0.9))},
+    "gather to 512B": {(planner, "GATHER_RULES"): ((32, 0.35, True), (256, 0.75, True),
+                                                   (512, 0.75, True))},
+    "gather to 256B at 0.5": {(planner, "GATHER_RULES"): ((32, 0.35, True), (256, 0.5, True))},
+    "gather to 256B at 0.9": {(planner, "GATHER_RULES"): ((32, 0.35, True), (256, 0.9, True))},
+    "gather always": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),)},
+    "gather always, no blocks": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+                                 (planner, "BLOCK_VECTOR"): {}},
+    "gather always, items x2": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+                                (planner, "ITEMS"): _doubled(planner.ITEMS)},
+    "gather always, in flight 256K": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+                                      (gpu, "IN_FLIGHT_PER_SM"): 256 << 10},
     "items x2": {(planner, "ITEMS"): _doubled(planner.ITEMS)},
     "items /2": {(planner, "ITEMS"): _halved(planner.ITEMS)},
 }
@@ -134,16 +145,27 @@ def _plan_for(d, s):
     return planner.plan_copy(d.layout, layout, d.ptr, s.ptr, True, True)
 
 
-def run_case(cp, measure, fill, name, spec, variants):
+def _problem(plan):
+    """The coalesced problem a plan was made from (JSON-ready), for offline rule fitting."""
+    return {"shape": plan.shape, "ds": plan.dst_strides, "ss": plan.src_strides,
+            "unit": plan.unit}  # fmt: skip
+
+
+def run_case(cp, torch, measure, fill, name, spec, variants):
     dst, src = cupy_pair(cp, spec, fill)
     moved = dst.nbytes + src.nbytes
     d, s = cupy_view(dst), cupy_view(src)
     cupy_rate = moved / measure(lambda: dst.__setitem__(Ellipsis, src))
-    rates, seen = {}, {}
+    torch_rate = None
+    if torch is not None and all(stride >= 0 for stride in src.strides):
+        t_dst, t_src = torch.from_dlpack(dst), torch.from_dlpack(src)
+        torch_rate = moved / measure(lambda: t_dst.copy_(t_src))
+    rates, seen, problem = {}, {}, None
     for label, settings in [("default", {})] + list(variants.items()):
         saved = _apply(settings)
         try:
             plan = _plan_for(d, s)
+            problem = problem or _problem(plan)
             signature = (tuple(launch.identity for launch in plan.launches),
                          plan.method, gpu.IN_FLIGHT_PER_SM)  # fmt: skip
             if signature in seen:
@@ -160,7 +182,7 @@ def run_case(cp, measure, fill, name, spec, variants):
             say(traceback.format_exc(), log_only=True)
         finally:
             _apply(saved)
-    return cupy_rate, rates
+    return cupy_rate, torch_rate, rates, problem
 
 
 def main():
@@ -169,18 +191,25 @@ def main():
     parser.add_argument("--cases", type=int, default=20, help="random cases per seed")
     parser.add_argument("--time-limit", type=float, default=200)
     parser.add_argument("--log")
+    parser.add_argument("--json", help="one JSON line per case: the coalesced problem, "
+                        "each variant's rate and plan, CuPy's and torch's rates")
+    parser.add_argument("--torch", action="store_true", help="time torch's copy_ too")
     parser.add_argument("--only", nargs="+", default=[],
                         help="time only the variants whose names contain one of these")
     args = parser.parse_args()
     chosen = {k: v for k, v in VARIANTS.items() if not args.only or any(w in k for w in args.only)}
     import cupy as cp
 
+    torch = None
+    if args.torch:
+        import torch
     measure = make_timer(cp)
     fill = make_fills(cp)
     contiguous = contiguous_rate(cp, measure)
     say(f"device {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; contiguous copy "
         f"{contiguous / 1e12:.2f} TB/s")  # fmt: skip
     changes = {label: [] for label in chosen}
+    records = open(args.json, "w") if args.json else None  # noqa: SIM115 (closed at the end)
     cases = [(name, spec, True) for name, spec in named_specs()]
     cases += [(name, spec, False) for name, spec in random_specs(args.seeds, args.cases)]
     for name, spec, named in cases:
@@ -189,7 +218,8 @@ def main():
             break
         variants = {k: v for k, v in chosen.items() if named or k not in NAMED_ONLY}
         try:
-            cupy_rate, rates = run_case(cp, measure, fill, name, spec, variants)
+            cupy_rate, torch_rate, rates, problem = run_case(cp, torch, measure, fill, name,
+                                                             spec, variants)
         except Exception as exc:
             say(f"{name} {spec.describe()} FAILED {type(exc).__name__}: {exc}")
             say(traceback.format_exc(), log_only=True)
@@ -197,6 +227,12 @@ def main():
         finally:
             cp.get_default_memory_pool().free_all_blocks()
         default = rates["default"]
+        if records is not None:  # written as it goes: a run cut short keeps its cases
+            records.write(json.dumps({
+                "name": name, "spec": spec.describe(), "problem": problem, "cupy": cupy_rate,
+                "torch": torch_rate, "contiguous": contiguous,
+                "variants": {k: list(v) for k, v in rates.items()}}) + "\n")  # fmt: skip
+            records.flush()
         say(f"\n== {name} {spec.describe()}  cupy {cupy_rate / 1e12:.2f} TB/s", log_only=True)
         for label, result in rates.items():
             if result[0] == "=":
@@ -226,6 +262,8 @@ def main():
     say(f"[{time.time() - START:.0f}s]")
     if args.log:
         Path(args.log).write_text("\n".join(LOG) + "\n")
+    if records is not None:
+        records.close()
 
 
 if __name__ == "__main__":
