@@ -184,6 +184,18 @@ _IOTA_LIST = [list(range(n)) for n in range(MAX_NDIM + 1)]
 _REVERSED = [tuple(range(n - 1, -1, -1)) for n in range(MAX_NDIM + 1)]
 
 
+def _is_one_integer(value):
+    """Whether ``value`` is a single integer-like: it has ``__index__`` and is not iterable
+    (a NumPy array of axes has ``__index__`` too, but is a sequence). Bools are not."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        return False
+    try:
+        iter(value)
+    except TypeError:
+        return True
+    return False
+
+
 def _parse_stride_order(stride_order, ndim, allow_k):
     """Axes slowest first for ``"C"``, ``"F"`` or a permutation (``None``: ``"C"``)."""
     if stride_order is None:
@@ -193,9 +205,7 @@ def _parse_stride_order(stride_order, ndim, allow_k):
             return _IOTA[ndim]
         if stride_order == "F":
             return _REVERSED[ndim]
-    if isinstance(stride_order, str) or (
-        not isinstance(stride_order, bool) and hasattr(type(stride_order), "__index__")
-    ):
+    if isinstance(stride_order, str) or _is_one_integer(stride_order):
         options = "'K', 'C', 'F'" if allow_k else "'C', 'F'"
         raise ValueError(
             f"stride_order must be {options}, or a permutation of the axes (slowest "

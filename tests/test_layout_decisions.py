@@ -39,6 +39,8 @@ def test_1_public_class():
         lambda: StridedLayout((np.int32(2), np.uint8(3)), (np.int16(3), 1), 4),
         lambda: StridedLayout(range(2, 4), None, 4),
         lambda: StridedLayout.dense([2, 3], np.intc(4), stride_order=[0, 1]),
+        lambda: StridedLayout.dense((2, 3), 4, stride_order=np.array([0, 1])),
+        lambda: StridedLayout.dense((2, 3), 4, "F").to_dense(np.array([0, -1])),
         lambda: StridedLayout.dense((1, 2, 3), 4)[np.int64(0)],
         lambda: StridedLayout.dense((3, 2), 4, "F").permuted([np.int8(1), 0]),
         lambda: StridedLayout.dense((6,), 4).reshaped([np.int64(2), -1]),
