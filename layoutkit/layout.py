@@ -1200,11 +1200,9 @@ class StridedLayout:
                 raise OverflowError(f"mask = {mask} does not fit in uint64")
             mask = _signed64(mask)
         elif type(start_axis) is type(end_axis) is int and start_axis == 0 and end_axis == -1:
-            mask = -1
+            mask = -1  # the defaults (the fast path of _axis_range_mask)
         else:
-            start = _normalize_axis(start_axis, n, "start_axis")
-            end = _normalize_axis(end_axis, n, "end_axis")
-            mask = _signed64((1 << (end + 1)) - (1 << (start + 1))) if end > start else 0
+            mask = _axis_range_mask(start_axis, end_axis, n)
         out = _ZEROS[: 2 * (n or 1)]
         m = _FLATTEN(self._packed or self._lay(), n, mask, out, n or 1)
         values = _UNPACK[2 * m](out)
@@ -1668,6 +1666,23 @@ def _infer_extent(shape, volume):
 
 # ------------------------------------------------------------------------- indexing
 _NEW_AXIS_ITEM = (0, C.ITEM_NEWAXIS, 0)
+
+
+def _axis_range_mask(start_axis, end_axis, ndim):
+    """The ``flattened`` mask that merges axes ``start_axis..end_axis`` of ``ndim`` axes.
+
+    The defaults' values (0, -1), of any integer type, merge every axis unchecked (also
+    of a 0-d layout), as in cuda.core; other axes are normalised and checked.
+    """
+    if type(start_axis) is not int:
+        start_axis = _as_index(start_axis, "start_axis")
+    if type(end_axis) is not int:
+        end_axis = _as_index(end_axis, "end_axis")
+    if start_axis == 0 and end_axis == -1:
+        return -1
+    start = _normalize_axis(start_axis, ndim, "start_axis")
+    end = _normalize_axis(end_axis, ndim, "end_axis")
+    return _signed64((1 << (end + 1)) - (1 << (start + 1))) if end > start else 0
 
 
 def _fit_int64(spec, shape):

@@ -56,6 +56,19 @@ def test_2_sequences_and_numpy_integers_are_accepted(make):
     assert type(layout.itemsize) is int
 
 
+@pytest.mark.parametrize("start_axis", [0, np.int64(0), np.uint8(0)], ids=repr)
+@pytest.mark.parametrize("end_axis", [-1, np.int64(-1), np.int8(-1)], ids=repr)
+def test_2_integer_types_do_not_change_the_meaning_of_axes(start_axis, end_axis):
+    """The defaults' values of any integer type flatten a 0-d layout as the defaults do
+    (unchecked, as in cuda.core), and the axes of an n-d layout by their value."""
+    scalar = StridedLayout((), (), 4)
+    assert scalar.flattened(start_axis, end_axis) == scalar.flattened() == StridedLayout(
+        (1,), (1,), 4
+    )
+    layout = StridedLayout.dense((2, 3, 4), 4)[:, :2]
+    assert layout.flattened(start_axis, end_axis) == layout.flattened(0, -1)
+
+
 @pytest.mark.parametrize(
     ("call", "name"),
     [
