@@ -184,6 +184,18 @@ _IOTA_LIST = [list(range(n)) for n in range(MAX_NDIM + 1)]
 _REVERSED = [tuple(range(n - 1, -1, -1)) for n in range(MAX_NDIM + 1)]
 
 
+def _is_one_integer(value):
+    """Whether ``value`` is a single integer-like: it has ``__index__`` and is not iterable
+    (a NumPy array of axes has ``__index__`` too, but is a sequence). Bools are not."""
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        return False
+    try:
+        iter(value)
+    except TypeError:
+        return True
+    return False
+
+
 def _parse_stride_order(stride_order, ndim, allow_k):
     """Axes slowest first for ``"C"``, ``"F"`` or a permutation (``None``: ``"C"``)."""
     if stride_order is None:
@@ -193,9 +205,7 @@ def _parse_stride_order(stride_order, ndim, allow_k):
             return _IOTA[ndim]
         if stride_order == "F":
             return _REVERSED[ndim]
-    if isinstance(stride_order, str) or (
-        not isinstance(stride_order, bool) and hasattr(type(stride_order), "__index__")
-    ):
+    if isinstance(stride_order, str) or _is_one_integer(stride_order):
         options = "'K', 'C', 'F'" if allow_k else "'C', 'F'"
         raise ValueError(
             f"stride_order must be {options}, or a permutation of the axes (slowest "
@@ -1190,11 +1200,9 @@ class StridedLayout:
                 raise OverflowError(f"mask = {mask} does not fit in uint64")
             mask = _signed64(mask)
         elif type(start_axis) is type(end_axis) is int and start_axis == 0 and end_axis == -1:
-            mask = -1
+            mask = -1  # the defaults (the fast path of _axis_range_mask)
         else:
-            start = _normalize_axis(start_axis, n, "start_axis")
-            end = _normalize_axis(end_axis, n, "end_axis")
-            mask = _signed64((1 << (end + 1)) - (1 << (start + 1))) if end > start else 0
+            mask = _axis_range_mask(start_axis, end_axis, n)
         out = _ZEROS[: 2 * (n or 1)]
         m = _FLATTEN(self._packed or self._lay(), n, mask, out, n or 1)
         values = _UNPACK[2 * m](out)
@@ -1658,6 +1666,23 @@ def _infer_extent(shape, volume):
 
 # ------------------------------------------------------------------------- indexing
 _NEW_AXIS_ITEM = (0, C.ITEM_NEWAXIS, 0)
+
+
+def _axis_range_mask(start_axis, end_axis, ndim):
+    """The ``flattened`` mask that merges axes ``start_axis..end_axis`` of ``ndim`` axes.
+
+    The defaults' values (0, -1), of any integer type, merge every axis unchecked (also
+    of a 0-d layout), as in cuda.core; other axes are normalised and checked.
+    """
+    if type(start_axis) is not int:
+        start_axis = _as_index(start_axis, "start_axis")
+    if type(end_axis) is not int:
+        end_axis = _as_index(end_axis, "end_axis")
+    if start_axis == 0 and end_axis == -1:
+        return -1
+    start = _normalize_axis(start_axis, ndim, "start_axis")
+    end = _normalize_axis(end_axis, ndim, "end_axis")
+    return _signed64((1 << (end + 1)) - (1 << (start + 1))) if end > start else 0
 
 
 def _fit_int64(spec, shape):

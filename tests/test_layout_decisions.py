@@ -39,6 +39,8 @@ def test_1_public_class():
         lambda: StridedLayout((np.int32(2), np.uint8(3)), (np.int16(3), 1), 4),
         lambda: StridedLayout(range(2, 4), None, 4),
         lambda: StridedLayout.dense([2, 3], np.intc(4), stride_order=[0, 1]),
+        lambda: StridedLayout.dense((2, 3), 4, stride_order=np.array([0, 1])),
+        lambda: StridedLayout.dense((2, 3), 4, "F").to_dense(np.array([0, -1])),
         lambda: StridedLayout.dense((1, 2, 3), 4)[np.int64(0)],
         lambda: StridedLayout.dense((3, 2), 4, "F").permuted([np.int8(1), 0]),
         lambda: StridedLayout.dense((6,), 4).reshaped([np.int64(2), -1]),
@@ -52,6 +54,19 @@ def test_2_sequences_and_numpy_integers_are_accepted(make):
     assert layout == StridedLayout.dense((2, 3), 4)
     assert all(type(v) is int for v in layout.shape + layout._strides)
     assert type(layout.itemsize) is int
+
+
+@pytest.mark.parametrize("start_axis", [0, np.int64(0), np.uint8(0)], ids=repr)
+@pytest.mark.parametrize("end_axis", [-1, np.int64(-1), np.int8(-1)], ids=repr)
+def test_2_integer_types_do_not_change_the_meaning_of_axes(start_axis, end_axis):
+    """The defaults' values of any integer type flatten a 0-d layout as the defaults do
+    (unchecked, as in cuda.core), and the axes of an n-d layout by their value."""
+    scalar = StridedLayout((), (), 4)
+    assert scalar.flattened(start_axis, end_axis) == scalar.flattened() == StridedLayout(
+        (1,), (1,), 4
+    )
+    layout = StridedLayout.dense((2, 3, 4), 4)[:, :2]
+    assert layout.flattened(start_axis, end_axis) == layout.flattened(0, -1)
 
 
 @pytest.mark.parametrize(

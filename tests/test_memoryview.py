@@ -1061,6 +1061,34 @@ def test_interface_doors_1_2_2_rules():
         StridedMemoryView.from_array_interface(InterfaceV2(np.zeros(3)))
 
 
+@pytest.mark.parametrize("door", ["from_array_interface", "from_any_interface", "cai"])
+def test_unused_byte_strides_need_not_be_multiples_of_the_itemsize(door):
+    """A byte stride that addresses nothing (an extent-1 axis, a tensor without elements)
+    is never divided into elements (DECISIONS 6): NumPy makes such views (a row of a packed
+    record's field) and copies them; the import refused them."""
+    records = np.zeros((5, 3), dtype=[("a", "u1"), ("b", "<i2")])
+    records["b"] = np.arange(15).reshape(5, 3)
+    row = records[1:2, ::2]["b"]  # strides (9, 6): 9 bytes for 2-byte elements
+    assert row.strides == (9, 6) and not row.flags.c_contiguous
+
+    def view(shape, strides, array=None):
+        if door == "cai":
+            cai = _cai(shape=shape, strides=strides, typestr="<i2")
+            return StridedMemoryView.from_cuda_array_interface(cai, stream_ptr=-1)
+        return getattr(StridedMemoryView, door)(array)
+
+    one = view((1, 2), (9, 6), row)
+    assert one.shape == (1, 2) and one.strides[1] == 3
+    if door != "cai":
+        out = np.zeros((1, 2), "<i2")
+        one.copy_to(out)
+        assert out.tolist() == row.tolist() == [[3, 5]]
+    empty = view((0, 2), (9, 3), records[:0, ::2]["b"])
+    assert empty.size == 0 and empty.shape == (0, 2)
+    with pytest.raises(ValueError, match=r"strides\[0\] = 9 bytes is not a multiple of itemsize 2"):
+        view((2, 2), (9, 6), records[1:3, ::2]["b"])
+
+
 def test_empty_deprecated_view():
     with pytest.warns(DeprecationWarning, match="deprecated"):
         view = StridedMemoryView()

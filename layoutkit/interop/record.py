@@ -103,20 +103,27 @@ _tuple_new = tuple.__new__
 layout_cache = {}
 
 
-def _element_strides(strides, itemsize):
+def _element_strides(shape, strides, itemsize):
     """Byte strides (a tuple of int) in elements; ValueError naming one itemsize does not divide.
 
-    ``None`` for an invalid itemsize, which the layout's own checks then name.
+    A stride that addresses nothing (of an extent-1 axis, or of a tensor without elements)
+    need not be a multiple: it becomes 0, as in NumPy's own DLPack export (its views
+    have such strides, e.g. a row of a packed structured array's field). ``None`` for an
+    invalid itemsize, which the layout's own checks then name.
     """
     if type(itemsize) is not int or itemsize < 1:
         return None
+    divided = []
     for i, s in enumerate(strides):
         if s % itemsize:
-            raise ValueError(
-                f"strides[{i}] = {s} bytes is not a multiple of itemsize {itemsize} "
-                "(strides must be divisible by itemsize)"
-            )
-    return tuple([s // itemsize for s in strides])
+            if shape[i] != 1 and 0 not in shape:
+                raise ValueError(
+                    f"strides[{i}] = {s} bytes is not a multiple of itemsize {itemsize} "
+                    "(strides must be divisible by itemsize)"
+                )
+            s = 0  # never used to address an element
+        divided.append(s // itemsize)
+    return tuple(divided)
 
 
 def _build(shape, strides, itemsize, strides_in_bytes):
@@ -124,7 +131,7 @@ def _build(shape, strides, itemsize, strides_in_bytes):
     if strides_in_bytes and strides is not None:
         # strides of another length than the shape stay as given, so that the layout's
         # check quotes the strides the producer gave (not their quotients)
-        divided = _element_strides(strides, itemsize) if len(strides) == len(shape) else None
+        divided = _element_strides(shape, strides, itemsize) if len(strides) == len(shape) else None
         if divided is None:
             divide = True  # the layout's checks name what is wrong
         else:
@@ -178,7 +185,8 @@ def import_layout(shape, strides, itemsize, strides_in_bytes, what):
     itemsize : int
         Bytes per element.
     strides_in_bytes : bool
-        Whether ``strides`` are byte strides (each must be a multiple of ``itemsize``).
+        Whether ``strides`` are byte strides (each that addresses elements must be a
+        multiple of ``itemsize``).
     what : str or callable
         How errors name the tensor (a callable makes the name, only for an error).
 
@@ -186,8 +194,8 @@ def import_layout(shape, strides, itemsize, strides_in_bytes, what):
     ------
     ValueError
         For a negative extent, more than 64 dimensions, a stride count that differs
-        from the shape's, a byte stride that is not a multiple of ``itemsize`` or an
-        itemsize below 1.
+        from the shape's, a byte stride that is not a multiple of ``itemsize`` (on an
+        axis of extent > 1, with elements) or an itemsize below 1.
     OverflowError
         When a value, the volume or the span does not fit in int64.
     """
