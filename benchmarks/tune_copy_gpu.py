@@ -59,7 +59,7 @@ def _doubled(items):
 
 
 def _halved(items):
-    return {unit: max(2, count // 2) for unit, count in items.items()}
+    return {unit: max(1, count // 2) for unit, count in items.items()}
 
 
 #: name -> {(module, attribute): value}; "items" variants compile new kernels, so they run
@@ -86,6 +86,10 @@ VARIANTS = {
                                  (planner, "BLOCK_VECTOR"): {}},
     "gather always, items x2": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
                                 (planner, "ITEMS"): _doubled(planner.ITEMS)},
+    "gather always, items /2": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+                                (planner, "ITEMS"): _halved(planner.ITEMS)},
+    "gather always, items /4": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+                                (planner, "ITEMS"): _halved(_halved(planner.ITEMS))},
     "gather always, in flight 256K": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
                                       (gpu, "IN_FLIGHT_PER_SM"): 256 << 10},
     "items x2": {(planner, "ITEMS"): _doubled(planner.ITEMS)},
