@@ -1041,8 +1041,8 @@ def _assignment_source(target, value):
     """The view ``target[...] = value`` copies from, as NumPy's assignment reads ``value``.
 
     Cast to the target's dtype (:func:`_assigned`); without the leading extent-1 axes
-    that the target does not have (NumPy drops them: ``a[0] = [[1, 2, 3]]``); and read
-    into a temporary first where it is host memory that overlaps the target
+    that the target does not have (NumPy drops them: ``a[0] = [[1, 2, 3]]``). A source
+    that overlaps the target is read first by :func:`layoutkit.copy.copy` itself
     (``v[1:] = v[:-1]`` shifts).
     """
     source = _assigned(value, target.dtype, target.ndim)
@@ -1051,13 +1051,6 @@ def _assignment_source(target, value):
     extra = source.ndim - target.ndim
     if extra > 0 and all(n == 1 for n in source.shape[:extra]):
         source = source.view(source.layout[(0,) * extra])
-    if target.size and source.size and source._where()[2]:
-        from .copy._api import _span
-
-        low, high = _span(target, target.layout)
-        source_low, source_high = _span(source, source.layout)
-        if low < source_high and source_low < high:
-            return np.array(source)  # NumPy's temporary (the view keeps the memory alive)
     return source
 
 

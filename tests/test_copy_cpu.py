@@ -8,6 +8,7 @@ from hypothesis import given, settings
 import layoutkit
 from layoutkit import StridedMemoryView
 from layoutkit.copy import copy
+from layoutkit.copy._api import shares_bytes
 
 
 def view(array, writable=False):
@@ -109,13 +110,37 @@ def test_broadcast_destination_is_refused():
     assert target[0] == 0
 
 
-def test_overlap_is_refused():
+def test_overlap_reads_the_source_first_as_numpy_does():
     a = np.arange(10, dtype=np.int32)
-    with pytest.raises(ValueError, match="dst and src overlap"):
-        copy(view(a[1:]), view(a[:-1]))
+    copy(view(a[1:], writable=True), view(a[:-1]))  # a shift: the source as it was
+    np.testing.assert_array_equal(a, [0, *range(9)])
+    b = np.arange(10, dtype=np.int32)
+    copy(view(b[::-1], writable=True), view(b))  # a reversal onto itself
+    np.testing.assert_array_equal(b, np.arange(10)[::-1])
+    c = np.arange(10, dtype=np.int32)
+    copy(view(c[:5]), view(c[5:]))
+    np.testing.assert_array_equal(c[:5], np.arange(5, 10))
+
+
+def test_interleaved_views_share_no_byte_and_copy_directly():
+    a = np.arange(12, dtype=np.int16)
+    even, odd = view(a[::2], writable=True), view(a[1::2])
+    assert not shares_bytes(even, odd, even.layout, odd.layout)  # one span, no byte shared
+    copy(even, odd)
+    np.testing.assert_array_equal(a[::2], np.arange(1, 12, 2))
+    # a byte of each 2-byte element: shared, though no element starts where another does
+    bytes_ = np.arange(8, dtype=np.uint8)
+    first = np.ndarray((3,), np.int16, buffer=bytes_, offset=0, strides=(2,))
+    shifted = np.ndarray((3,), np.int16, buffer=bytes_, offset=1, strides=(2,))
+    assert shares_bytes(view(first), view(shifted), view(first).layout, view(shifted).layout)
+
+
+def test_device_memory_shared_by_both_sides_is_refused():
+    a = np.arange(10, dtype=np.int32)
+    device = DeviceView(a, 0)
+    with pytest.raises(ValueError, match="dst and src share device memory"):
+        copy(device.view(device.layout[1:]), device.view(device.layout[:-1]))
     np.testing.assert_array_equal(a, np.arange(10))
-    copy(view(a[:5]), view(a[5:]))
-    np.testing.assert_array_equal(a[:5], np.arange(5, 10))
 
 
 def test_not_a_view():

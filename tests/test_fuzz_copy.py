@@ -4,8 +4,9 @@ in canary memory against a NumPy oracle.
 The rules: ``layoutkit.copy(dst, src)`` given arrays copies them or says how to make views
 (issue 9); an object that is not a view, or whose ``layout`` is not a ``StridedLayout``,
 is refused with ``TypeError`` before any memory is touched; a copy that runs writes
-exactly the destination's elements, with NumPy's values, and not one byte more; a copy
-that is refused (read-only or aliasing destination, overlap, shapes that do not
+exactly the destination's elements, with NumPy's values (a source that overlaps the
+destination read as it was before the copy, as through NumPy's temporary), and not one
+byte more; a copy that is refused (read-only or aliasing destination, shapes that do not
 broadcast) writes nothing.
 """
 
@@ -231,19 +232,6 @@ def _numpy_of(view, raw, block):
     return as_strided(first, view.shape, view.layout.strides_in_bytes)
 
 
-def _overlap(a, b):
-    if not a.size or not b.size:
-        return False
-
-    def span(v):
-        low, high = v.layout.offset_bounds
-        base = v.ptr - v.layout.slice_offset_in_bytes
-        return base + low * v.layout.itemsize, base + (high + 1) * v.layout.itemsize
-
-    (a0, a1), (b0, b1) = span(a), span(b)
-    return a0 < b1 and b0 < a1
-
-
 def _random_copy(data):
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
     same_block = data.draw(st.booleans(), label="same block")
@@ -265,17 +253,13 @@ def _random_copy(data):
     source_values = _numpy_of(src, src_block.raw.copy(), src_block).copy()
     ok, exc = refused_or_ok(layoutkit.copy, dst, src, what="layoutkit.copy")
     unique = dst.layout.is_unique
-    overlap = same_block and _overlap(dst, src) and not (
-        dst.ptr == src.ptr and dst.layout == src.layout)  # fmt: skip
     if not ok:
-        reasons = not unique or overlap
-        check(reasons, f"layoutkit.copy refused a valid copy: {type(exc).__name__}: {exc}")
+        check(not unique, f"layoutkit.copy refused a valid copy: {type(exc).__name__}: {exc}")
         dst_block.untouched("a refused copy")
         if not same_block:
             src_block.untouched("a refused copy")
         return
     check(unique or not dst.size, "a copy into a non-unique (aliasing) destination ran")
-    check(not overlap, "an overlapping copy ran (it must be refused)")
     expected_dst[...] = source_values
     diff = np.flatnonzero(dst_block.raw != expected_raw)
     check(not diff.size,
