@@ -81,15 +81,16 @@ def _cases():
     from layoutkit.copy import plan
 
     # the named cases twice: with gather, and without it (at these sizes one block holds a
-    # whole problem, so gather would take every tile; the tiles must run too)
-    rules = plan.GATHER_RULES
-    for named_rules in (rules, ()):
-        plan.GATHER_RULES = named_rules
+    # whole problem, so gather would take every tile and every narrow block; the tiles and
+    # blocks must run too)
+    rules, block_yield = plan.GATHER_RULES, plan.BLOCK_YIELD
+    for named_rules, named_yield in ((rules, block_yield), ((), float("inf"))):
+        plan.GATHER_RULES, plan.BLOCK_YIELD = named_rules, named_yield
         plan._plan.cache_clear()
         for src in _named_cases():
             dst = np.zeros(src.shape, src.dtype)
             yield dst.view(np.uint8).reshape(-1), dst, src
-    plan.GATHER_RULES = rules
+    plan.GATHER_RULES, plan.BLOCK_YIELD = rules, block_yield
     plan._plan.cache_clear()
     for seed, spec in enumerate(small_specs(2024, GENERATOR_CASES, (512, 24576))):
         dst_buffer, dst, _, src = numpy_pair(spec, seed, misalign=seed % 3 * 4)
