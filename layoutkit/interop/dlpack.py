@@ -43,7 +43,7 @@ from ._native import (
     capsule_fields,
     set_capsule_name,
 )
-from .record import checked_layout, index_entry, new_record, producer_failure
+from .record import checked_layout, index_entry, named, new_record, producer_failure
 
 __all__ = [
     "DLPACK_VERSION",
@@ -578,14 +578,14 @@ def read_extents(ndim, shape_at, strides_at, what):
     ------
     BufferError
         For ``ndim`` outside ``0..64``, or dimensions but a NULL shape (``what`` names
-        the tensor).
+        the tensor, or makes its name: see :func:`~layoutkit.interop.record.named`).
     """
     if not 0 <= ndim <= _MAX_NDIM:
-        raise BufferError(f"{what} has ndim {ndim}; 0 to {_MAX_NDIM} are supported")
+        raise BufferError(f"{named(what)} has ndim {ndim}; 0 to {_MAX_NDIM} are supported")
     if not ndim:
         return (), ()
     if not shape_at:
-        raise BufferError(f"{what} has ndim {ndim} but a NULL shape")
+        raise BufferError(f"{named(what)} has ndim {ndim} but a NULL shape")
     reader = _int64_structs.get(ndim) or _int64s(ndim)
     return reader.unpack_from(MEMORY, shape_at), (
         reader.unpack_from(MEMORY, strides_at) if strides_at else None

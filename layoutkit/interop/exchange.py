@@ -170,7 +170,8 @@ def exchange_record(obj, api, stream_ptr, borrow, what=None):
         data, device_type, device_id, ndim, code, bits, lanes, shape_at, strides_at, offset = (
             _TENSOR.unpack_from(MEMORY, address)
         )
-        shape, strides = dlpack.read_extents(ndim, shape_at, strides_at, f"{type(obj).__name__} tensor")
+        shape, strides = dlpack.read_extents(
+            ndim, shape_at, strides_at, lambda: f"{type(obj).__name__} tensor")
         device = (device_type, device_id)
         if device_type != kDLCPU or not (stream_ptr is None or stream_ptr == -1 or stream_ptr == 0):
             _order_streams(api, device, stream_ptr)
