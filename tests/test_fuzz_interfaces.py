@@ -178,6 +178,18 @@ def cai_stream_index_gives_float():
 
 _NO_DRIVER = (pytest.mark.skipif(layoutkit._driver.driver_found(),
                                  reason="a CUDA driver is installed here"),)  # fmt: skip
+# what reads or writes a view's memory: (name, use(view, a float32 NumPy array of 4))
+_MEMORY_USES = (
+    ("numpy.asarray", lambda view, out: np.asarray(view)),
+    ("numpy.from_dlpack", lambda view, out: np.from_dlpack(view)),
+    ("layoutkit.copy to NumPy", lambda view, out: layoutkit.copy(out, view)),
+    ("copy_from NumPy", lambda view, out: view.copy_from(out)),
+    ("view[0]", lambda view, out: view[0]),
+    ("view[0] = 1", lambda view, out: view.__setitem__(0, 1.0)),
+    ("view[1:] of a view", lambda view, out: np.asarray(view[1:])),
+    ("__dlpack__", lambda view, out: view.__dlpack__(max_version=(1, 0))),
+    ("device_id", lambda view, out: view.device_id),
+)
 
 
 @cases.case(marks=_NO_DRIVER)
@@ -194,19 +206,9 @@ def cai_memory_is_never_read_as_host_memory_without_a_driver():
         check(view.ptr == ptr and view.shape == (4,), f"CAI at {ptr:#x}: read {view!r}")
         repr(view)  # "unknown" where the memory is
         out = np.zeros(4, np.float32)
-        for name, use in (
-            ("numpy.asarray", lambda: np.asarray(view)),
-            ("numpy.from_dlpack", lambda: np.from_dlpack(view)),
-            ("layoutkit.copy to NumPy", lambda: layoutkit.copy(out, view)),
-            ("copy_from NumPy", lambda: view.copy_from(out)),
-            ("view[0]", lambda: view[0]),
-            ("view[0] = 1", lambda: view.__setitem__(0, 1.0)),
-            ("view[1:] of a view", lambda: np.asarray(view[1:])),
-            ("__dlpack__", lambda: view.__dlpack__(max_version=(1, 0))),
-            ("device_id", lambda: view.device_id),
-        ):
-            refused(use, what=f"{name} of a CAI view at {ptr:#x} without a CUDA driver",
-                    classes=(layoutkit.NoDriverError,))  # fmt: skip
+        for name, use in _MEMORY_USES:
+            refused(use, view, out, what=f"{name} of a CAI view at {ptr:#x} without a CUDA "
+                    "driver", classes=(layoutkit.NoDriverError,))  # fmt: skip
         check(not out.any(), "a copy out of the CAI view wrote its NumPy destination")
     block.untouched("uses of a CAI view of host memory without a driver")
 
