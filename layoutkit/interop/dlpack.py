@@ -337,12 +337,18 @@ def location_of(device):
     Raises
     ------
     BufferError
-        For device types other than CPU, CUDA, CUDA host (pinned) and CUDA managed.
+        For device types other than CPU, CUDA, CUDA host (pinned) and CUDA managed, and
+        for a negative device id of a CUDA type (-1 would read as host memory's
+        ``device_id``).
 
     Examples
     --------
     >>> location_of((1, 0)), location_of((2, 3)).device_id
     (Location(device_id=-1, is_device_accessible=False, is_host_accessible=True, is_managed=False), 3)
+    >>> location_of((2, -1))
+    Traceback (most recent call last):
+    ...
+    BufferError: DLPack device (2, -1): a CUDA device id is an ordinal, >= 0
     """
     if type(device) is tuple:
         location = _LOCATIONS.get(device)
@@ -351,6 +357,11 @@ def location_of(device):
     device_type, device_id = device
     if device_type == kDLCPU:
         return HOST
+    if device_id < 0 and device_type in (kDLCUDA, kDLCUDAHost, kDLCUDAManaged):
+        raise BufferError(
+            f"DLPack device ({device_type}, {device_id}): a {device_name(device_type)} device "
+            "id is an ordinal, >= 0"
+        )
     if device_type == kDLCUDA:
         location = Location(device_id, True, False, False)
     elif device_type in (kDLCUDAHost, kDLCUDAManaged):
