@@ -406,7 +406,21 @@ def import_dlpack(obj, stream_ptr):
         raise
     except Exception as exc:  # the producer's own failure: it exports nothing
         raise producer_failure(f"{type(obj).__name__}.__dlpack__()", exc) from exc
-    return tensor_record(consume_capsule(capsule), obj)
+    record = tensor_record(consume_capsule(capsule), obj)
+    _check_device(record.dl_device, device, obj)
+    return record
+
+
+def _check_device(tensor_device, device, obj):
+    """Refuse (``BufferError``) a tensor on another device than the one
+    ``obj.__dlpack_device__()`` named: the producer's stream rule was that device's (a CPU
+    answer gives a CUDA tensor no stream to order its pending work on). The refused
+    record's tensor dies with the error, and its deleter runs then."""
+    if tensor_device != tuple(index_entry(value) for value in device):  # NumPy ints say the same
+        raise BufferError(
+            f"{type(obj).__name__}.__dlpack_device__() returned {_shown(device)}, but its "
+            f"capsule's tensor is on device {tensor_device}; DLPack requires the two to agree"
+        )
 
 
 class ImportedTensor:
