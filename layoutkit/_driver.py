@@ -34,6 +34,7 @@ from typing import NamedTuple
 from layoutkit._errors import CUDAError, NoDriverError
 
 __all__ = [
+    "CLAIMED_DEVICE",
     "CUDAError",
     "HOST",
     "Location",
@@ -114,6 +115,10 @@ class Location(NamedTuple):
 
 
 HOST = Location(-1, False, True, False)  # ordinary host memory (NumPy, bytes, CPU DLPack)
+# CUDA memory by its producer's word (a CUDA array interface), whose device only the driver
+# can name: the pointer-attribute query says where it lives; with no driver to ask it is
+# never taken for host memory (the host must not read what may be a device address)
+CLAIMED_DEVICE = Location(None, True, None, False)
 
 
 def _bindings():

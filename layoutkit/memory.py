@@ -346,11 +346,14 @@ class Buffer:
     def _location(self, attribute):
         """Where the memory lives, as one :class:`~layoutkit._driver.Location`, cached."""
         info = self._info
-        if info is None:
+        if info is None or info is _driver.CLAIMED_DEVICE:
             if self._closed:
                 raise self._closed_error(attribute)
             mr = self._mr
-            info = _resource_location(mr) if mr is not None else _pointer_location(self._ptr)
+            if mr is not None:
+                info = _resource_location(mr)
+            else:
+                info = _pointer_location(self._ptr, claimed=info is not None)
             self._info = info
         return info
 
@@ -703,17 +706,28 @@ def _resource_location(mr):
     return _driver.Location(device_id, device_accessible, host_accessible, bool(mr.is_managed))
 
 
-def _pointer_location(ptr):
-    """Where memory at ``ptr`` of unknown origin lives: the driver's answer, or host memory
-    where there is no driver or no device (no device memory can exist then)."""
+def _pointer_location(ptr, claimed=False):
+    """Where memory at ``ptr`` lives: the driver's answer.
+
+    Where there is no driver or no device, memory of unknown origin is host memory (no
+    device memory can exist then: DECISIONS 12). Memory its producer calls CUDA memory
+    (``claimed``: :data:`~layoutkit._driver.CLAIMED_DEVICE`) is not: its pointer may be
+    a device address of another process or machine, which the host must never read, so
+    the driver's error stands, naming the memory.
+    """
     try:
         return _driver.pointer_info(ptr)
-    except _driver.NoDriverError:
-        return _driver.HOST
     except _driver.CUDAError as exc:
-        if exc.error_name == "CUDA_ERROR_NO_DEVICE":
+        if not isinstance(exc, _driver.NoDriverError) and exc.error_name != "CUDA_ERROR_NO_DEVICE":
+            raise
+        if not claimed:
             return _driver.HOST
-        raise
+        raise type(exc)(
+            f"the memory at {ptr:#x} is CUDA memory by its producer's word (a CUDA array "
+            f"interface), but {exc}: where it lives cannot be known, and the host does not "
+            "read it",
+            call=exc.call, error_name=exc.error_name,
+        ) from exc
 
 
 class MemoryResource(abc.ABC):

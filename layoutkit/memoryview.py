@@ -584,7 +584,7 @@ class StridedMemoryView:
             base = record.ptr - layout.slice_offset_in_bytes
             size = (layout.max_offset + 1) * layout.itemsize
             location = self._location
-            if location is not None and location.device_id is None:
+            if location is CURRENT_DEVICE:  # (CLAIMED_DEVICE: the Buffer asks the driver)
                 location = self._where()
             made = Buffer._from_known(
                 base, size, owner=record.owner, location=location, readonly=record.readonly

@@ -100,6 +100,20 @@ REFUSED = {
     "unknown device type 99": lambda b: HostileProducer(_base(b), device=(99, 0)),
     "device type 0": lambda b: HostileProducer(_base(b), device=(0, 0)),
     "tensor device differs (99)": lambda b: HostileProducer(_base(b), tensor_device=(99, 0)),
+    # __dlpack_device__ named the stream rule: a CPU answer gave the CUDA tensor no stream
+    "tensor on CUDA, __dlpack_device__ CPU": lambda b: HostileProducer(
+        _base(b), device=(1, 0), tensor_device=(2, 0)
+    ),
+    "tensor on CUDA device 1, __dlpack_device__ device 0": lambda b: HostileProducer(
+        _base(b), device=(2, 0), tensor_device=(2, 1)
+    ),
+    "tensor on CPU, __dlpack_device__ CUDA": lambda b: HostileProducer(
+        _base(b), device=(2, 0), tensor_device=(1, 0)
+    ),
+    # a negative CUDA ordinal read as the view's device_id -1 (host memory's) or -2
+    "CUDA device id -1": lambda b: HostileProducer(_base(b), device=(2, -1)),
+    "CUDA host device id -1": lambda b: HostileProducer(_base(b), device=(3, -1)),
+    "CUDA managed device id -2**31": lambda b: HostileProducer(_base(b), device=(13, -(2**31))),
     "major version 2": lambda b: HostileProducer(_base(b), major=2),
     "major version 0": lambda b: HostileProducer(_base(b), major=0),
     "NULL data with elements": lambda b: HostileProducer(_base(b), data=0),

@@ -13,6 +13,7 @@ import gc
 import mmap
 
 import numpy as np
+import pytest
 from helpers.hostile import Cases, note
 from helpers.hostile_checks import (
     DOCUMENTED_OR_HOSTILE,
@@ -173,6 +174,43 @@ def cai_stream_index_gives_float():
     """A CAI ``stream`` whose ``__index__`` gives a float is no stream handle."""
     _expect_refused_at_import(_interface(shape=(2,), stream=NonIntIndex(2.5)), CAI,
                               "CAI stream=NonIntIndex(2.5)")  # fmt: skip
+
+
+_NO_DRIVER = (pytest.mark.skipif(layoutkit._driver.driver_found(),
+                                 reason="a CUDA driver is installed here"),)  # fmt: skip
+# what reads or writes a view's memory: (name, use(view, a float32 NumPy array of 4))
+_MEMORY_USES = (
+    ("numpy.asarray", lambda view, out: np.asarray(view)),
+    ("numpy.from_dlpack", lambda view, out: np.from_dlpack(view)),
+    ("layoutkit.copy to NumPy", lambda view, out: layoutkit.copy(out, view)),
+    ("copy_from NumPy", lambda view, out: view.copy_from(out)),
+    ("view[0]", lambda view, out: view[0]),
+    ("view[0] = 1", lambda view, out: view.__setitem__(0, 1.0)),
+    ("view[1:] of a view", lambda view, out: np.asarray(view[1:])),
+    ("__dlpack__", lambda view, out: view.__dlpack__(max_version=(1, 0))),
+    ("device_id", lambda view, out: view.device_id),
+)
+
+
+@cases.case(marks=_NO_DRIVER)
+def cai_memory_is_never_read_as_host_memory_without_a_driver():
+    """A CUDA array interface names CUDA memory; with no driver to ask where it lives, its
+    pointer (another process's device address, say) must never be read or written as host
+    memory: every use refuses (``NoDriverError``, naming the memory), and an unmapped
+    address does not crash. The import itself needs no driver."""
+    block = Poisoned(64)
+    for ptr in (0xDEAD0000, block.address):
+        note(ptr)
+        view = _import(FakeInterface(_interface(shape=(4,), typestr="<f4", data=(ptr, False)),
+                                     CAI, keep=block), CAI)  # fmt: skip
+        check(view.ptr == ptr and view.shape == (4,), f"CAI at {ptr:#x}: read {view!r}")
+        repr(view)  # "unknown" where the memory is
+        out = np.zeros(4, np.float32)
+        for name, use in _MEMORY_USES:
+            refused(use, view, out, what=f"{name} of a CAI view at {ptr:#x} without a CUDA "
+                    "driver", classes=(layoutkit.NoDriverError,))  # fmt: skip
+        check(not out.any(), "a copy out of the CAI view wrote its NumPy destination")
+    block.untouched("uses of a CAI view of host memory without a driver")
 
 
 @cases.case

@@ -248,7 +248,8 @@ class ViewKernel:
                 if stream_ptr is None:
                     stream_ptr = _stream_pointer(stream)
                 record = reader(arg, stream_ptr, False)
-                if record is None or record.location is None:  # the protocol's view decides
+                if record is None or record.location is None or record.location.device_id is None:
+                    # where the memory lives is not known yet: the protocol's view decides
                     view = view_class.from_any_interface(arg, stream_ptr)
                 else:
                     converted.append(

@@ -23,6 +23,7 @@ Examples
 True
 """
 
+from .._driver import CLAIMED_DEVICE
 from .dlpack import consumer_stream
 from .host import _pointer_pair, check_interface, interface_dict, interface_dtype
 from .record import (
@@ -85,8 +86,10 @@ def read_cuda_array_interface(obj, stream_ptr):
     Returns
     -------
     ImportRecord
-        Its location is left to the driver (``None``), except for an empty tensor
-        without a pointer, which is on the current device.
+        Its location is left to the driver (``CLAIMED_DEVICE``: where there is no
+        driver, using the memory raises ``NoDriverError``; it is never read as host
+        memory), except for an empty tensor without a pointer, which is on the current
+        device.
 
     Raises
     ------
@@ -128,7 +131,7 @@ def read_cuda_array_interface(obj, stream_ptr):
         from .._driver import order_after
 
         order_after(driver_stream(stream), driver_stream(producer))
-    location = None if ptr else CURRENT_DEVICE
+    location = CLAIMED_DEVICE if ptr else CURRENT_DEVICE
     # the dict keeps alive what the producer put in it for the memory (as host.py's reader)
     return ImportRecord(ptr, layout, dtype, location, readonly, obj, (obj, interface), None)
 

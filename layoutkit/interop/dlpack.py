@@ -337,12 +337,18 @@ def location_of(device):
     Raises
     ------
     BufferError
-        For device types other than CPU, CUDA, CUDA host (pinned) and CUDA managed.
+        For device types other than CPU, CUDA, CUDA host (pinned) and CUDA managed, and
+        for a negative device id of a CUDA type (-1 would read as host memory's
+        ``device_id``).
 
     Examples
     --------
     >>> location_of((1, 0)), location_of((2, 3)).device_id
     (Location(device_id=-1, is_device_accessible=False, is_host_accessible=True, is_managed=False), 3)
+    >>> location_of((2, -1))
+    Traceback (most recent call last):
+    ...
+    BufferError: DLPack device (2, -1): a CUDA device id is an ordinal, >= 0
     """
     if type(device) is tuple:
         location = _LOCATIONS.get(device)
@@ -351,6 +357,11 @@ def location_of(device):
     device_type, device_id = device
     if device_type == kDLCPU:
         return HOST
+    if device_id < 0 and device_type in (kDLCUDA, kDLCUDAHost, kDLCUDAManaged):
+        raise BufferError(
+            f"DLPack device ({device_type}, {device_id}): a {device_name(device_type)} device "
+            "id is an ordinal, >= 0"
+        )
     if device_type == kDLCUDA:
         location = Location(device_id, True, False, False)
     elif device_type in (kDLCUDAHost, kDLCUDAManaged):
@@ -395,7 +406,21 @@ def import_dlpack(obj, stream_ptr):
         raise
     except Exception as exc:  # the producer's own failure: it exports nothing
         raise producer_failure(f"{type(obj).__name__}.__dlpack__()", exc) from exc
-    return tensor_record(consume_capsule(capsule), obj)
+    record = tensor_record(consume_capsule(capsule), obj)
+    _check_device(record.dl_device, device, obj)
+    return record
+
+
+def _check_device(tensor_device, device, obj):
+    """Refuse (``BufferError``) a tensor on another device than the one
+    ``obj.__dlpack_device__()`` named: the producer's stream rule was that device's (a CPU
+    answer gives a CUDA tensor no stream to order its pending work on). The refused
+    record's tensor dies with the error, and its deleter runs then."""
+    if tensor_device != tuple(index_entry(value) for value in device):  # NumPy ints say the same
+        raise BufferError(
+            f"{type(obj).__name__}.__dlpack_device__() returned {_shown(device)}, but its "
+            f"capsule's tensor is on device {tensor_device}; DLPack requires the two to agree"
+        )
 
 
 class ImportedTensor:

@@ -70,7 +70,10 @@ class ImportRecord(NamedTuple):
         The element type (``None`` only for a buffer view made without one).
     location : Location or None
         Where the memory lives; ``None`` when only the driver (or the buffer) can say,
-        ``CURRENT_DEVICE`` for an empty CUDA tensor without a pointer.
+        ``CLAIMED_DEVICE`` when only the driver can say and the producer calls it CUDA
+        memory (never host memory without a driver), ``CURRENT_DEVICE`` for an empty CUDA
+        tensor without a pointer. A location whose ``device_id`` is ``None`` is not
+        resolved yet.
     readonly : bool
         The producer's read-only flag.
     exporter : object
