@@ -158,18 +158,26 @@ def test_buffer_protocol_objects(obj):
         np.array(["ab", "c"]),
         np.array(["2020-01-01", "2021-06-30"], "M8[D]")[::-1],
         np.arange(6, dtype=">i4").reshape(2, 3).T,
+        np.zeros((2, 3), np.dtype([("a", "u1"), ("b", ">i4")], align=True))[:, ::2],
+        np.zeros(3, np.dtype({"names": ["a", "b"], "formats": ["u1", "<i4"],
+                              "offsets": [4, 0], "itemsize": 12})),  # fmt: skip
     ],
-    ids=["recarray", "strings", "datetimes", "big-endian"],
+    ids=["recarray", "strings", "datetimes", "big-endian", "aligned-struct", "out-of-order-fields"],
 )
 def test_any_interface_reads_numpy_dtypes_dlpack_has_no_code_for(array):
     """DLPack carries numbers only; a NumPy array (subclass or not) of any plain dtype is
-    read through its array interface, not refused by NumPy's DLPack export."""
+    read through its array interface, not refused by NumPy's DLPack export.
+
+    The way back keeps the dtype: an aligned struct's ``descr`` list read back as one
+    with a named ``V3`` padding field, and one with out-of-order fields had no list
+    (``__array_interface__`` raised ``ValueError`` from ``dtype.descr``)."""
     view = StridedMemoryView.from_any_interface(array)
     assert view.dtype == array.dtype and view.shape == array.shape
     back = np.asarray(view)
     assert back.dtype == array.dtype
     np.testing.assert_array_equal(back, np.asarray(array))
     assert np.shares_memory(back, array)
+    assert StridedMemoryView.from_array_interface(view).dtype == array.dtype
 
 
 def test_bfloat16_survives_import_and_export():

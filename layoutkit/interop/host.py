@@ -331,9 +331,10 @@ def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
     A view without a dtype is described as raw ``itemsize``-byte void elements. An
     ml_dtypes type (bfloat16, float8, ...), whose ``typestr`` can only say ``|V<n>``,
     is described as ``|V<n>`` with the dtype itself as ``descr``, which NumPy reads back
-    as that type. Structured and sub-array dtypes carry their ``descr`` list; other
-    dtypes say all in ``typestr`` (``descr`` would only repeat it), so their dict holds
-    only immutable values.
+    as that type. Structured and sub-array dtypes carry their ``descr`` list (a
+    structured dtype that list does not describe exactly carries itself, see
+    :func:`_fields_descr`); other dtypes say all in ``typestr`` (``descr`` would only
+    repeat it), so their dict holds only immutable values.
 
     Examples
     --------
@@ -351,11 +352,37 @@ def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
         "data": (ptr, readonly),
         "strides": strides_in_bytes,
     }
-    if dtype.fields is not None or dtype.subdtype is not None:
+    if dtype.fields is not None:
+        interface["descr"] = _fields_descr(dtype)
+    elif dtype.subdtype is not None:
         interface["descr"] = dtype.descr
     elif dtype.isbuiltin == 2 and is_ml_dtype(dtype):  # a user-defined type, e.g. '<f1'
         interface["descr"] = dtype
     return interface
+
+
+def _fields_descr(dtype):
+    """The ``descr`` of a structured dtype: its list of fields where NumPy reads that list
+    back as ``dtype``, else the dtype itself (which NumPy reads back exactly, as it
+    reads an ml_dtypes type's).
+
+    The list has no form for out-of-order or overlapping fields (``dtype.descr``
+    raises) and reads an aligned struct's padding back as named void fields.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> _fields_descr(np.dtype([("a", "u1"), ("b", "<i4")]))
+    [('a', '|u1'), ('b', '<i4')]
+    >>> aligned = np.dtype([("a", "u1"), ("b", "<i4")], align=True)
+    >>> _fields_descr(aligned) is aligned
+    True
+    """
+    try:
+        descr = dtype.descr
+    except ValueError:  # out-of-order or overlapping fields
+        return dtype
+    return descr if np.dtype(descr) == dtype else dtype
 
 
 _typestrs = {}  # dtype -> its typestr (dtype.str builds a new string each time)
