@@ -491,9 +491,9 @@ class Buffer:
         TypeError
             When ``dst`` is not a Buffer, or ``options`` is given.
         ValueError
-            For buffers of different sizes, device buffers that overlap (host buffers
-            that overlap copy as ``memmove`` does), a read-only ``dst``, or ``dst=None``
-            without a memory resource.
+            For buffers of different sizes, device-accessible (device, pinned or managed)
+            buffers that overlap (host-only buffers that overlap copy as ``memmove``
+            does), a read-only ``dst``, or ``dst=None`` without a memory resource.
         RuntimeError
             When either buffer is closed.
 

@@ -6,7 +6,8 @@ from helpers.copy_cases import ClaimsDevice, DeviceView, copy_cases, expected_by
 from hypothesis import given, settings
 
 import layoutkit
-from layoutkit import StridedMemoryView
+from layoutkit import Buffer, StridedLayout, StridedMemoryView
+from layoutkit._driver import Location
 from layoutkit.copy import copy
 from layoutkit.copy._api import shares_bytes
 
@@ -135,11 +136,19 @@ def test_interleaved_views_share_no_byte_and_copy_directly():
     assert shares_bytes(view(first), view(shifted), view(first).layout, view(shifted).layout)
 
 
-def test_device_memory_shared_by_both_sides_is_refused():
+def test_device_accessible_memory_shared_by_both_sides_is_refused():
+    # device memory, and pinned memory (host-accessible too: a host read through a
+    # temporary would not wait for work queued on the copy's stream)
     a = np.arange(10, dtype=np.int32)
     device = DeviceView(a, 0)
-    with pytest.raises(ValueError, match="dst and src share device memory"):
-        copy(device.view(device.layout[1:]), device.view(device.layout[:-1]))
+    pinned_buffer = Buffer._from_known(a.ctypes.data, a.nbytes, owner=a,
+                                       location=Location(0, True, True, False))  # fmt: skip
+    pinned = StridedMemoryView.from_buffer(pinned_buffer, StridedLayout.dense((10,), 4),
+                                           np.int32, False)  # fmt: skip
+    assert pinned.is_device_accessible and pinned.buffer.is_host_accessible
+    for view in (device, pinned):
+        with pytest.raises(ValueError, match="dst and src share device-accessible memory"):
+            copy(view.view(view.layout[1:]), view.view(view.layout[:-1]))
     np.testing.assert_array_equal(a, np.arange(10))
 
 

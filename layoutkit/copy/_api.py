@@ -172,9 +172,10 @@ def copy(dst, src, stream=None):
     device-accessible memory is queued on ``stream``. A copy into host-only memory from
     device memory returns once the data has arrived. A source that shares memory with
     ``dst`` is read as it was before the copy (through a temporary, as NumPy does) where
-    it is host memory, and refused where it is device memory; a view copied onto itself
-    is a no-op, and views of one buffer whose elements share no byte (``a[::2]`` and
-    ``a[1::2]``) are copied directly. A copy between device-accessible views can be captured into a CUDA graph
+    it is host-only memory, and refused where it is device-accessible (device, pinned or
+    managed memory, which work queued on a stream may still be writing); a view copied
+    onto itself is a no-op, and views of one buffer whose elements share no byte
+    (``a[::2]`` and ``a[1::2]``) are copied directly. A copy between device-accessible views can be captured into a CUDA graph
     on a capturing ``stream`` (it allocates nothing and never waits); run it once
     before capturing, so its kernel is compiled. A copy with a host-only side cannot be
     captured and raises ``RuntimeError`` on a capturing stream.
@@ -187,8 +188,8 @@ def copy(dst, src, stream=None):
         When a view's buffer was closed, or a view describes a null pointer with elements.
     ValueError
         When the shapes do not broadcast, ``dst`` is read-only or not unique (a
-        broadcast), the views share device memory, or they live on different devices
-        that cannot reach each other.
+        broadcast), the views share device-accessible memory, or they live on different
+        devices that cannot reach each other.
 
     Examples
     --------
@@ -228,14 +229,15 @@ def copy(dst, src, stream=None):
     if shares_bytes(dst, src, dst_layout, src_layout):
         if dst.ptr == src.ptr and _same_elements(dst_layout, src_layout):
             return
-        if not src._where()[2]:
+        if src._where()[1]:  # device, pinned or managed: the host must not read it now
             raise ValueError(
-                "dst and src share device memory; copy src into a temporary first "
-                "(e.g. a dense copy) and copy that into dst"
+                "dst and src share device-accessible memory; copy src into a temporary "
+                "first (e.g. a dense copy) and copy that into dst"
             )
         import numpy as np
 
-        # NumPy's answer: the source as it was before the copy (read into a temporary)
+        # NumPy's answer: the source as it was before the copy (read into a temporary);
+        # host-only memory, which no stream's pending work can still be writing
         src = as_copy_view(np.array(src), "src", stream)
         src_layout = _broadcast(dst_layout, src.layout)
     dst_on_device = bool(dst.is_device_accessible)
