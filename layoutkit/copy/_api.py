@@ -7,6 +7,8 @@ DLPack producers) is imported as one first. Objects that merely look like views 
 writes where the pointer says, so only validated views reach it.
 """
 
+import numpy as np
+
 from layoutkit.copy.plan import check_layouts, planned
 
 __all__ = ["copy"]
@@ -125,8 +127,6 @@ def shares_bytes(dst, src, dst_layout, src_layout):
     s_lo, s_hi = _span(src, src_layout)
     if not (d_lo < s_hi and s_lo < d_hi):
         return False
-    import numpy as np
-
     try:
         return bool(np.shares_memory(_described(dst, dst_layout), _described(src, src_layout),
                                      max_work=SHARE_WORK))  # fmt: skip
@@ -138,17 +138,15 @@ class _Description:
     """An ``__array_interface__`` that describes a view's elements as opaque bytes."""
 
     def __init__(self, ptr, layout):
-        itemsize = layout.itemsize
-        self.__array_interface__ = {
-            "version": 3, "data": (ptr, False), "shape": layout.shape, "typestr": f"|V{itemsize}",
-            "strides": tuple(stride * itemsize for stride in layout._strides),
-        }  # fmt: skip
+        from layoutkit.interop.host import interface_dict
+
+        self.__array_interface__ = interface_dict(
+            ptr, False, layout.shape, layout._byte_strides(), None, layout.itemsize
+        )
 
 
 def _described(view, layout):
     """An ndarray at ``view``'s address with ``layout``: for address arithmetic only."""
-    import numpy as np
-
     return np.asarray(_Description(view.ptr, layout))
 
 
@@ -175,9 +173,9 @@ def copy(dst, src, stream=None):
     it is host-only memory, and refused where it is device-accessible (device, pinned or
     managed memory, which work queued on a stream may still be writing); a view copied
     onto itself is a no-op, and views of one buffer whose elements share no byte
-    (``a[::2]`` and ``a[1::2]``) are copied directly. A copy between device-accessible views can be captured into a CUDA graph
-    on a capturing ``stream`` (it allocates nothing and never waits); run it once
-    before capturing, so its kernel is compiled. A copy with a host-only side cannot be
+    (``a[::2]`` and ``a[1::2]``) are copied directly. A copy between device-accessible
+    views can be captured into a CUDA graph on a capturing ``stream`` (it allocates
+    nothing and never waits); run it once before capturing, so its kernel is compiled. A copy with a host-only side cannot be
     captured and raises ``RuntimeError`` on a capturing stream.
 
     Raises
@@ -234,8 +232,6 @@ def copy(dst, src, stream=None):
                 "dst and src share device-accessible memory; copy src into a temporary "
                 "first (e.g. a dense copy) and copy that into dst"
             )
-        import numpy as np
-
         # NumPy's answer: the source as it was before the copy (read into a temporary);
         # host-only memory, which no stream's pending work can still be writing
         src = as_copy_view(np.array(src), "src", stream)
