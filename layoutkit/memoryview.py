@@ -239,7 +239,7 @@ class StridedMemoryView:
 
     @classmethod
     def from_cuda_array_interface(cls, obj, stream_ptr=None):
-        """A view of an object with ``__cuda_array_interface__`` (version 2 or newer).
+        """A view of an object with ``__cuda_array_interface__`` (version 3 or newer).
 
         Parameters
         ----------
@@ -254,7 +254,7 @@ class StridedMemoryView:
         TypeError
             When ``obj`` has no CUDA array interface.
         BufferError
-            For ``stream_ptr=None``, a version below 2, a mask or a malformed entry.
+            For ``stream_ptr=None``, a version below 3, a mask or a malformed entry.
         ValueError, OverflowError
             For a negative extent, a stride that is no multiple of the itemsize or
             values beyond int64.

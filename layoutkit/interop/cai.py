@@ -1,6 +1,6 @@
 """``__cuda_array_interface__`` (v2 and v3): import with its stream rules, and export.
 
-Import (:func:`read_cuda_array_interface`): version 2 or newer, no mask, and a consumer
+Import (:func:`read_cuda_array_interface`): version 3 or newer, no mask, and a consumer
 stream must be named (``stream_ptr=None`` is ambiguous: ``BufferError``). When the
 producer names a stream that differs from the consumer's and ``stream_ptr`` is not
 ``-1``, the consumer stream waits for the producer's pending work (an event recorded
@@ -96,9 +96,9 @@ def read_cuda_array_interface(obj, stream_ptr):
     TypeError
         When ``obj`` has no ``__cuda_array_interface__`` or ``stream_ptr`` is not a stream.
     BufferError
-        For ``stream_ptr=None``, a version below 2, a mask or a malformed entry. Version
-        2 (torch still exports it) has no ``stream`` entry, so nothing is ordered. A null
-        pointer with elements is accepted, as cuda.core 1.2.2 does: such a view is a
+        For ``stream_ptr=None``, a version below 3 (as cuda.core 1.2.2: version 2, which
+        torch still exports, cannot name the producer's stream; take torch tensors through
+        DLPack), a mask or a malformed entry. A null pointer with elements is accepted, as cuda.core 1.2.2 does: such a view is a
         description only and refuses everything that would touch its memory.
     ValueError, OverflowError
         For a negative extent, a stride that is no multiple of the itemsize, or values
@@ -117,7 +117,7 @@ def read_cuda_array_interface(obj, stream_ptr):
             "stream's handle, or -1 for no synchronization"
         )
     what = f"{type(obj).__name__}.__cuda_array_interface__"
-    check_interface(interface, "__cuda_array_interface__", obj, min_version=2)
+    check_interface(interface, "__cuda_array_interface__", obj)
     dtype = interface_dtype(interface, what)
     shape = int_entries(interface["shape"], "shape", what)
     strides = interface.get("strides")

@@ -59,23 +59,22 @@ _HEADER = _native.OBJECT_HEADER
 _WRITEABLE = _native.NPY_ARRAY_WRITEABLE
 
 
-def check_interface(interface, name, obj, min_version=3):
+def check_interface(interface, name, obj):
     """Validate the parts of an array interface dict common to the host and CUDA versions.
 
     Raises
     ------
     BufferError
-        For a version below ``min_version``, a ``mask``, or a missing key.
+        For a version below 3, a ``mask``, or a missing key.
     TypeError
         When the interface is not a dict.
     """
     if not isinstance(interface, dict):
         raise TypeError(f"{type(obj).__name__}.{name} is {type(interface).__name__}, not a dict")
     version = interface.get("version", 0)
-    if type(version) is not int or version < min_version:
+    if type(version) is not int or version < 3:
         raise BufferError(
-            f"{type(obj).__name__}.{name} has version {version!r}; only v{min_version} or above "
-            "is supported"
+            f"{type(obj).__name__}.{name} has version {version!r}; only v3 or above is supported"
         )
     if interface.get("mask") is not None:
         raise BufferError(
