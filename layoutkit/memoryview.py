@@ -265,7 +265,20 @@ class StridedMemoryView:
         view describes memory that does not exist, so everything that would touch it
         (copies, exports, element access, kernels, ``@njit``, :attr:`buffer`, sub-views)
         raises ``BufferError`` (see :func:`check_memory`).
+
+        A producer whose type has a fast path (:mod:`layoutkit.interop.fastpaths`) is
+        read through it when that gives device-accessible memory, as cuda.core 1.2.2
+        reads ``torch.Tensor`` through its torch bridge whichever door is used: torch
+        still exports version 2, which this door refuses from other producers.
         """
+        if stream_ptr is not None:
+            if type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS:
+                stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read
+            record = fast_record(obj, stream_ptr, False)
+            if record is not None and record.location is not None and (
+                record.location.is_device_accessible
+            ):
+                return cls._from_record(record)
         return cls._from_record(read_cuda_array_interface(obj, stream_ptr))
 
     @classmethod

@@ -458,6 +458,43 @@ def test_array_interface_not_a_dict():
         StridedMemoryView.from_array_interface(Weird())
 
 
+def test_cuda_array_interface_door_takes_a_fast_path_for_device_memory(monkeypatch):
+    """cuda.core 1.2.2 reads torch tensors (CAI version 2) through its torch bridge whichever
+    door is used; layoutkit's CAI door takes a type's fast path where it gives
+    device-accessible memory, and refuses version 2 from everything else."""
+    from layoutkit.interop import cai, fastpaths
+
+    class LegacyProducer:  # exports version 2, as torch does
+        def __init__(self, ptr):
+            self.ptr = ptr
+            self.__cuda_array_interface__ = {
+                "version": 2, "shape": (4,), "typestr": "<f4", "data": (ptr, False),
+            }  # fmt: skip
+
+    class CurrentInterface:  # what the producer's fast path reads instead
+        def __init__(self, ptr):
+            self.__cuda_array_interface__ = {
+                "version": 3, "shape": (4,), "typestr": "<f4", "data": (ptr, False),
+                "stream": None,
+            }  # fmt: skip
+
+    def fast(obj, stream_ptr, dlpack_only):
+        if obj.ptr == 0:
+            return None  # the fast path's preconditions fail: the protocol decides
+        return cai.read_cuda_array_interface(CurrentInterface(obj.ptr), stream_ptr)
+
+    monkeypatch.setitem(fastpaths._readers, LegacyProducer, fast)
+    view = StridedMemoryView.from_cuda_array_interface(LegacyProducer(4096), -1)
+    assert view.ptr == 4096 and view.shape == (4,) and type(view.exporting_obj) is CurrentInterface
+    with pytest.raises(BufferError, match="has version 2; only v3 or above is supported"):
+        StridedMemoryView.from_cuda_array_interface(LegacyProducer(0), -1)
+    with pytest.raises(BufferError, match="stream_ptr=None: stream=None is ambiguous"):
+        StridedMemoryView.from_cuda_array_interface(LegacyProducer(4096), None)
+    # a host array's fast path gives host memory: the door still needs a CUDA interface
+    with pytest.raises(TypeError, match="ndarray object has no __cuda_array_interface__"):
+        StridedMemoryView.from_cuda_array_interface(np.zeros(3), -1)
+
+
 def test_cuda_array_interface_rules_without_a_gpu():
     class FakeCAI:
         def __init__(self, **entries):
