@@ -545,9 +545,9 @@ class StridedMemoryView:
     _layout = layout  # cuda.core's name for it
     shape = property(_attribute("_record.layout.shape"), doc="Extents (``tuple`` of ``int``).")
     strides = property(
-        _attribute("_record.layout._strides"),
-        doc="Strides in elements (``tuple`` of ``int``; explicit also when ``layout.strides`` "
-        "is ``None``, implicit C).",
+        _attribute("_record.layout.strides"),
+        doc="Strides in elements (``tuple`` of ``int``), or ``None`` for implicit C strides "
+        "(a producer that gave none), as ``layout.strides`` and cuda.core 1.2.2 have it.",
     )
     size = property(_attribute("_record.layout.volume"), doc="Number of elements.")
     ndim = property(_attribute("_record.layout.ndim"), doc="Number of dimensions.")
@@ -883,7 +883,7 @@ class StridedMemoryView:
         return (
             f"StridedMemoryView(ptr=0x{record.ptr:x},\n"
             f"                  shape={layout.shape},\n"
-            f"                  strides={layout._strides},\n"
+            f"                  strides={layout.strides},\n"
             f"                  itemsize={layout.itemsize},\n"
             f"                  dtype={dtype if dtype is None else dtype.name},\n"
             f"                  device_id={_or_unknown(lambda: self.device_id)},\n"

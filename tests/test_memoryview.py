@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 import pytest
-from helpers.strategies import basic_indices, shapes
+from helpers.strategies import basic_indices, explicit_strides, shapes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -87,7 +87,8 @@ def significant(shape, strides):
 def check_view_matches(view, a):
     """The view describes exactly ``a``: same memory, metadata, and elements."""
     assert view.shape == a.shape
-    assert significant(a.shape, view.strides) == significant(
+    assert view.strides == view.layout.strides  # None for implicit C, as the layout has it
+    assert significant(a.shape, explicit_strides(view.layout)) == significant(
         a.shape, tuple(s // a.itemsize for s in a.strides)
     )
     assert view.dtype == a.dtype
@@ -523,7 +524,7 @@ def test_cuda_array_interface_rules_without_a_gpu():
     # no synchronisation asked: no driver call, metadata read lazily
     view = StridedMemoryView.from_cuda_array_interface(FakeCAI(stream=7), -1)
     assert view.ptr == 4096 and view.shape == (4,) and view.dtype == np.float32
-    assert view.strides == (1,) and not view.readonly
+    assert view.strides is None and not view.readonly  # no strides given: implicit C
 
 
 def test_decorator():

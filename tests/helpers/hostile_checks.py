@@ -186,7 +186,7 @@ def check_view(view, what, where=True, within=None):
     size = read(".size", lambda: view.size)
     read(".readonly", lambda: view.readonly)
     check(type(layout) is StridedLayout, f"{what}: view.layout is a {type(layout).__name__}")
-    check(shape == layout.shape and strides == layout._strides, f"{what}: shape/strides disagree")
+    check(shape == layout.shape and strides == layout.strides, f"{what}: shape/strides disagree")
     check(size == math.prod(shape), f"{what}: size {size} is not the product of {shape}")
     check(type(ptr) is int and 0 <= ptr < 2**64, f"{what}: ptr {ptr!r} is not a 64-bit address")
     if dtype is not None:
