@@ -234,6 +234,67 @@ def int_subclass_equal_to_a_cached_key_keeps_its_own_value():
               f"{expected.strides}")  # fmt: skip
 
 
+def _type_equal_to(target):
+    """A class whose metaclass makes it equal to ``target`` and hash as it (a dict keyed by
+    types finds ``target``'s entry for it); its instances hold ``a_victim`` in their first
+    slot (slots are laid out sorted by name), where an ndarray holds its data pointer, and
+    ``g_flags`` where it holds its flags."""
+
+    class Meta(type):
+        def __eq__(cls, other):
+            return True
+
+        def __ne__(cls, other):
+            return False
+
+        def __hash__(cls):
+            return hash(target)
+
+    data = bytearray(16)
+    namespace = {
+        "__slots__": ("a_victim", "b", "c", "d", "e", "f", "g_flags"),
+        "shape": (2,), "strides": (8,), "dtype": np.dtype("f8"),
+        "__array_interface__": {"version": 3, "shape": (2,), "typestr": "<f8", "data": data},
+        "__dlpack__": lambda self, **kwargs: self.dlpack.__dlpack__(**kwargs),
+        "__dlpack_device__": lambda self: (1, 0),
+        "dlpack": np.arange(2.0),
+    }  # fmt: skip
+    return Meta("Liar", (), namespace), data
+
+
+@cases.case
+def type_equal_to_a_cached_type_gets_no_fast_path():
+    """The fast paths were looked up by ``type(obj)`` in a dict: a class whose metaclass
+    made it equal to ``numpy.ndarray`` (and hash as it) was read as an ndarray, its data
+    pointer and flags taken from the object's own slots (the address of any object it
+    held; a copy into it overwrote that object's header: a crash). Equal to
+    ``StridedMemoryView``, it got the view reader (AttributeError), or another type's
+    exchange API. A type is its own fast path's key: these are read through their
+    protocols."""
+    from layoutkit.interop import exchange
+
+    exchange.exchange_api(StridedMemoryView)  # a cached exchange table of another type
+    for target in (np.ndarray, StridedMemoryView):
+        liar, data = _type_equal_to(target)
+        obj = liar()
+        victim = obj.a_victim = bytearray(b"v" * 64)
+        obj.g_flags = next(o for o in [object() for _ in range(4096)] if id(o) & 0x400)  # WRITEABLE
+        check(exchange.exchange_api(liar) is None, f"equal to {target.__name__}: an exchange API")
+        for door, expected in (
+            (StridedMemoryView.from_array_interface, _address_of(data)),
+            (lambda o: StridedMemoryView.from_any_interface(o, -1), obj.dlpack.ctypes.data),
+            (lambda o: StridedMemoryView.from_dlpack(o, -1), obj.dlpack.ctypes.data),
+        ):  # fmt: skip
+            note((target, door))
+            view = door(obj)
+            check(view.ptr == expected and view.ptr != id(victim),
+                  f"a type equal to {target.__name__}: the view reads {view.ptr:#x}, not its "
+                  f"protocol's memory {expected:#x} (the object's slot: {id(victim):#x})")  # fmt: skip
+        layoutkit.copy(obj, np.ones(2))  # into its DLPack memory, the protocol from_any_interface picks
+        check(obj.dlpack.tolist() == [1.0, 1.0] and victim == b"v" * 64,
+              f"copy into a type equal to {target.__name__} wrote elsewhere")  # fmt: skip
+
+
 # ------------------------------------------------------------------ descr and typestr
 def _descr_case(typestr, descr):
     block = _block()
