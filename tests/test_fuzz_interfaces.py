@@ -549,6 +549,23 @@ def stride_count_errors_quote_the_strides_given():
         check(f"strides {strides}" in str(exc), f"message does not quote {strides}: {exc}")
 
 
+@cases.case
+def data_errors_name_the_data_entry():
+    """``data=4096`` (an int, not a pair), ``data=[ptr, False]`` (a list) and a missing
+    ``data`` on an object without a buffer were refused as "int object has no
+    __array_interface__ and does not support the buffer protocol", naming the int and
+    not the entry (and saying the producer, which has one, has no interface)."""
+    block = _block()
+    for data, says in ((block.address, "['data'] is"), ([block.address, False], "['data'] is"),
+                       (None, "has no 'data'"), (3.5, "['data'] is")):  # fmt: skip
+        interface = _interface(shape=(2,), data=data)
+        if data is None:
+            del interface["data"]
+        exc = refused(_import, FakeInterface(interface, keep=block), AI, classes=(TypeError,))
+        check(says in str(exc) and "has no __array_interface__" not in str(exc),
+              f"data={data!r}: {exc}")  # fmt: skip
+
+
 class _Raises:
     """Raises ``error`` from ``name`` (a property, or a method where ``call``)."""
 
