@@ -26,6 +26,7 @@ from helpers.hostile_checks import (
 from helpers.hostile_dlpack import SameCapsule
 from helpers.hostile_objects import (
     CountingIndex,
+    EndlessSequence,
     EqualsAnything,
     FakeInterface,
     NonIntIndex,
@@ -101,6 +102,9 @@ REFUSED = {
     "pointer_index_gives_float": dict(_interface(shape=(2,)), data=(NonIntIndex(4096.5), False)),
     "mask": _interface(shape=(2,), mask="BLOCK"),
     "shape_not_a_sequence": _interface(shape=2),
+    # an endless iterable was read forever (tuple() of it): no more than 65 entries are read
+    "shape_endless": _interface(shape=EndlessSequence()),
+    "strides_endless": _interface(shape=(2,), strides=EndlessSequence()),
     "object_dtype": _interface(shape=(2,), typestr="|O"),
 }
 
