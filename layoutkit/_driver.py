@@ -319,7 +319,8 @@ def handle_int(value, name):
     Raises
     ------
     TypeError
-        For bools, floats, strings and other objects, naming ``name``.
+        For bools (NumPy's too), floats, strings, arrays (a 0-d integer array reads as its
+        value, through ``operator.index``) and other objects, naming ``name``.
 
     Examples
     --------
@@ -339,7 +340,11 @@ def handle_int(value, name):
         pass
     if isinstance(value, ctypes.c_void_p):
         return value.value or 0
-    if not isinstance(value, numbers.Number | str | bytes) and hasattr(type(value), "__int__"):
+    kind = type(value)
+    # handle objects (cuda-bindings' CUdeviceptr, ...) convert with int(); numbers, strings
+    # and arrays (NumPy's, whose int() truncates a float array and takes a bool) do not
+    if (not isinstance(value, numbers.Number | str | bytes) and hasattr(kind, "__int__")
+            and not hasattr(kind, "__array__")):  # fmt: skip
         return int(value)
     raise TypeError(f"{name} must be an integer, got {value!r} of type {type(value).__name__}")
 

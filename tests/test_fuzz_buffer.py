@@ -46,6 +46,12 @@ REFUSED_HANDLES = {
     "size_string": (4096, "8"),
     "size_bool": (4096, True),
     "ptr_non_int_index": (NonIntIndex(4096.0), 8),
+    # int() (the fallback for handle objects) truncated a float array and took NumPy's bool
+    "ptr_numpy_float_array": (np.array(4096.7), 8),
+    "ptr_numpy_1d_array": (np.array([4096]), 8),
+    "ptr_numpy_bool": (np.True_, 0),
+    "size_numpy_bool": (4096, np.True_),
+    "size_numpy_float_array": (4096, np.array(8.5)),
     "ptr_raising_index": (RaisingIndex(), 8),
 }
 
@@ -63,6 +69,7 @@ for _name in REFUSED_HANDLES:
 ACCEPTED_HANDLES = {
     "numpy_uint64": (np.uint64(4096), np.uint64(8), 4096, 8),
     "c_void_p": (ctypes.c_void_p(4096), 8, 4096, 8),
+    "numpy_0d_integer_arrays": (np.array(4096), np.array(8, np.uint8), 4096, 8),
     "null_empty": (0, 0, 0, 0),
     "c_void_p_null_empty": (ctypes.c_void_p(None), 0, 0, 0),
     "int_subclass": (IntSubclass(4096), IntSubclass(8), 4096, 8),

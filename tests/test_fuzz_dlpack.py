@@ -169,6 +169,29 @@ for _name in BAD_DEVICES:
     cases.add("dlpack_device_" + _name.replace(" ", "_"), functools.partial(_bad_device, _name))
 
 
+@cases.case
+def dlpack_device_is_read_once():
+    """``__dlpack_device__()``'s answer was iterated twice (unpacked, then compared with the
+    tensor's device through tuple()): an answer that gives (1, 0) once and then iterates
+    forever hung the import after the capsule was consumed. One reading decides."""
+    from helpers.hostile_objects import EndlessSequence
+
+    class Answer:
+        reads = 0
+
+        def __iter__(self):
+            self.reads += 1
+            return iter((1, 0)) if self.reads == 1 else iter(EndlessSequence())
+
+    block = Poisoned(1024)
+    producer = HostileProducer(_base(block))
+    producer.__dlpack_device__ = Answer
+    view = StridedMemoryView.from_dlpack(producer, -1)
+    check_view(view, "a __dlpack_device__ answer that changes on its second reading")
+    del view
+    _deleters_once(producer, "a __dlpack_device__ answer read once")
+
+
 # ------------------------------------------------------------------ lifetimes
 @cases.case
 def dlpack_same_capsule_returned_twice():

@@ -26,6 +26,7 @@ from helpers.hostile_checks import (
 from helpers.hostile_dlpack import SameCapsule
 from helpers.hostile_objects import (
     CountingIndex,
+    EndlessSequence,
     EqualsAnything,
     FakeInterface,
     NonIntIndex,
@@ -101,6 +102,9 @@ REFUSED = {
     "pointer_index_gives_float": dict(_interface(shape=(2,)), data=(NonIntIndex(4096.5), False)),
     "mask": _interface(shape=(2,), mask="BLOCK"),
     "shape_not_a_sequence": _interface(shape=2),
+    # an endless iterable was read forever (tuple() of it): no more than 65 entries are read
+    "shape_endless": _interface(shape=EndlessSequence()),
+    "strides_endless": _interface(shape=(2,), strides=EndlessSequence()),
     "object_dtype": _interface(shape=(2,), typestr="|O"),
 }
 
@@ -232,6 +236,67 @@ def int_subclass_equal_to_a_cached_key_keeps_its_own_value():
               f"{lying}: the view has shape {view.shape}, byte strides "
               f"{byte_strides}; NumPy reads {expected.shape}, "
               f"{expected.strides}")  # fmt: skip
+
+
+def _type_equal_to(target):
+    """A class whose metaclass makes it equal to ``target`` and hash as it (a dict keyed by
+    types finds ``target``'s entry for it); its instances hold ``a_victim`` in their first
+    slot (slots are laid out sorted by name), where an ndarray holds its data pointer, and
+    ``g_flags`` where it holds its flags."""
+
+    class Meta(type):
+        def __eq__(cls, other):
+            return True
+
+        def __ne__(cls, other):
+            return False
+
+        def __hash__(cls):
+            return hash(target)
+
+    data = bytearray(16)
+    namespace = {
+        "__slots__": ("a_victim", "b", "c", "d", "e", "f", "g_flags"),
+        "shape": (2,), "strides": (8,), "dtype": np.dtype("f8"),
+        "__array_interface__": {"version": 3, "shape": (2,), "typestr": "<f8", "data": data},
+        "__dlpack__": lambda self, **kwargs: self.dlpack.__dlpack__(**kwargs),
+        "__dlpack_device__": lambda self: (1, 0),
+        "dlpack": np.arange(2.0),
+    }  # fmt: skip
+    return Meta("Liar", (), namespace), data
+
+
+@cases.case
+def type_equal_to_a_cached_type_gets_no_fast_path():
+    """The fast paths were looked up by ``type(obj)`` in a dict: a class whose metaclass
+    made it equal to ``numpy.ndarray`` (and hash as it) was read as an ndarray, its data
+    pointer and flags taken from the object's own slots (the address of any object it
+    held; a copy into it overwrote that object's header: a crash). Equal to
+    ``StridedMemoryView``, it got the view reader (AttributeError), or another type's
+    exchange API. A type is its own fast path's key: these are read through their
+    protocols."""
+    from layoutkit.interop import exchange
+
+    exchange.exchange_api(StridedMemoryView)  # a cached exchange table of another type
+    for target in (np.ndarray, StridedMemoryView):
+        liar, data = _type_equal_to(target)
+        obj = liar()
+        victim = obj.a_victim = bytearray(b"v" * 64)
+        obj.g_flags = next(o for o in [object() for _ in range(4096)] if id(o) & 0x400)  # WRITEABLE
+        check(exchange.exchange_api(liar) is None, f"equal to {target.__name__}: an exchange API")
+        for door, expected in (
+            (StridedMemoryView.from_array_interface, _address_of(data)),
+            (lambda o: StridedMemoryView.from_any_interface(o, -1), obj.dlpack.ctypes.data),
+            (lambda o: StridedMemoryView.from_dlpack(o, -1), obj.dlpack.ctypes.data),
+        ):  # fmt: skip
+            note((target, door))
+            view = door(obj)
+            check(view.ptr == expected and view.ptr != id(victim),
+                  f"a type equal to {target.__name__}: the view reads {view.ptr:#x}, not its "
+                  f"protocol's memory {expected:#x} (the object's slot: {id(victim):#x})")  # fmt: skip
+        layoutkit.copy(obj, np.ones(2))  # into its DLPack memory, the protocol from_any_interface picks
+        check(obj.dlpack.tolist() == [1.0, 1.0] and victim == b"v" * 64,
+              f"copy into a type equal to {target.__name__} wrote elsewhere")  # fmt: skip
 
 
 # ------------------------------------------------------------------ descr and typestr
@@ -486,6 +551,23 @@ def stride_count_errors_quote_the_strides_given():
                                CudaInterface(), -1), (8,))):  # fmt: skip
         exc = refused(make, classes=(ValueError,))
         check(f"strides {strides}" in str(exc), f"message does not quote {strides}: {exc}")
+
+
+@cases.case
+def data_errors_name_the_data_entry():
+    """``data=4096`` (an int, not a pair), ``data=[ptr, False]`` (a list) and a missing
+    ``data`` on an object without a buffer were refused as "int object has no
+    __array_interface__ and does not support the buffer protocol", naming the int and
+    not the entry (and saying the producer, which has one, has no interface)."""
+    block = _block()
+    for data, says in ((block.address, "['data'] is"), ([block.address, False], "['data'] is"),
+                       (None, "has no 'data'"), (3.5, "['data'] is")):  # fmt: skip
+        interface = _interface(shape=(2,), data=data)
+        if data is None:
+            del interface["data"]
+        exc = refused(_import, FakeInterface(interface, keep=block), AI, classes=(TypeError,))
+        check(says in str(exc) and "has no __array_interface__" not in str(exc),
+              f"data={data!r}: {exc}")  # fmt: skip
 
 
 class _Raises:

@@ -53,6 +53,9 @@ BAD_STREAMS = {
     "str": "x",
     "float": 1.5,
     "numpy_float": np.float32(1),
+    # int() of NumPy's bool and of a 0-d float array (the handle objects' fallback) gave 1
+    "numpy_bool": np.True_,
+    "numpy_float_array": np.array(1.5),
     "bool": True,
     "bytes": b"\x00",
     "list": [1],

@@ -85,7 +85,7 @@ def test_torch_goes_through_the_exchange_api(torch, monkeypatch):
 
 
 def test_torch_without_the_exchange_api_falls_back_to_dlpack(torch, monkeypatch):
-    monkeypatch.setitem(fastpaths._readers, torch.Tensor, None)
+    monkeypatch.setitem(fastpaths._readers, id(torch.Tensor), (torch.Tensor, None))
     t = torch.arange(6.0).reshape(2, 3).t()
     view = StridedMemoryView.from_dlpack(t, -1)
     assert isinstance(view.buffer.owner, dlpack.ImportedTensor)  # a consumed capsule
@@ -246,7 +246,7 @@ def test_torch_random_layouts_agree_with_torch_and_the_protocol(torch, monkeypat
     tensors = [_random_torch_tensor(torch, rng) for _ in range(300)]
     fast = [(StridedMemoryView.from_dlpack(t), StridedMemoryView.from_any_interface(t))
             for t in tensors]  # fmt: skip
-    monkeypatch.setitem(fastpaths._readers, torch.Tensor, None)
+    monkeypatch.setitem(fastpaths._readers, id(torch.Tensor), (torch.Tensor, None))
     for t, (view, other) in zip(tensors, fast):
         protocol = StridedMemoryView.from_dlpack(t)
         for v in (other, protocol):
@@ -526,7 +526,7 @@ def test_kernel_arguments_from_device_records(monkeypatch):
         record = fastpaths.ndarray_record(a[:, ::2])
         return record._replace(location=Location(0, True, False, False), exporter=obj)
 
-    monkeypatch.setitem(fastpaths._readers, DeviceTensor, reader)
+    monkeypatch.setitem(fastpaths._readers, id(DeviceTensor), (DeviceTensor, reader))
     monkeypatch.setattr(_kernel, "_several_devices", lambda: False)
     kernel = ViewKernel(types.SimpleNamespace(targetoptions={}))
     (argument,) = kernel.launch_arguments((DeviceTensor(),))

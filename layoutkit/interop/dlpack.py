@@ -390,7 +390,8 @@ def import_dlpack(obj, stream_ptr):
     except Exception as exc:  # the producer's own failure: it exports nothing
         raise producer_failure(f"{type(obj).__name__}.__dlpack_device__()", exc) from exc
     try:
-        device_type, _ = device
+        device_type, device_id = device  # read once (at most 3 items): another read may differ
+        pair = (device_type, device_id)
     except (TypeError, ValueError):
         raise BufferError(
             f"{type(obj).__name__}.__dlpack_device__() returned {device!r}, not a "
@@ -407,16 +408,16 @@ def import_dlpack(obj, stream_ptr):
     except Exception as exc:  # the producer's own failure: it exports nothing
         raise producer_failure(f"{type(obj).__name__}.__dlpack__()", exc) from exc
     record = tensor_record(consume_capsule(capsule), obj)
-    _check_device(record.dl_device, device, obj)
+    _check_device(record.dl_device, pair, device, obj)
     return record
 
 
-def _check_device(tensor_device, device, obj):
+def _check_device(tensor_device, pair, device, obj):
     """Refuse (``BufferError``) a tensor on another device than the one
     ``obj.__dlpack_device__()`` named: the producer's stream rule was that device's (a CPU
     answer gives a CUDA tensor no stream to order its pending work on). The refused
     record's tensor dies with the error, and its deleter runs then."""
-    if tensor_device != tuple(index_entry(value) for value in device):  # NumPy ints say the same
+    if tensor_device != (index_entry(pair[0]), index_entry(pair[1])):  # NumPy ints say the same
         raise BufferError(
             f"{type(obj).__name__}.__dlpack_device__() returned {_shown(device)}, but its "
             f"capsule's tensor is on device {tensor_device}; DLPack requires the two to agree"

@@ -75,7 +75,7 @@ class ExchangeAPI:
     )  # fmt: skip
 
 
-_apis = {}
+_apis = {}  # id(kind) -> (kind, api): by identity, as fastpaths._readers (see there)
 
 
 def exchange_api(kind):
@@ -85,14 +85,13 @@ def exchange_api(kind):
     ``"dlpack_exchange_api"``, when its major version is not 1, or when a function
     this module needs is NULL: the caller then uses ``__dlpack__``.
     """
-    try:
-        return _apis[kind]
-    except KeyError:
-        pass
+    entry = _apis.get(id(kind))
+    if entry is not None and entry[0] is kind:
+        return entry[1]
     api = _read_api(getattr(kind, "__dlpack_c_exchange_api__", None))
     if len(_apis) >= 256:
         _apis.clear()
-    _apis[kind] = api
+    _apis[id(kind)] = (kind, api)
     return api
 
 

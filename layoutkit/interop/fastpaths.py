@@ -149,21 +149,24 @@ def _deleted(is_deleted, array):
         return False
 
 
-_readers = {np.ndarray: _numpy}
-_registered = {np.ndarray: _numpy}
+# id(kind) -> (kind, reader). Keyed by identity, never by the type's own __eq__ and
+# __hash__: a metaclass may make a type hash as numpy.ndarray and equal it, and a reader
+# given another type's objects reads raw memory (the NumPy one reads the data pointer and
+# flags at id(obj) + offset). The entry holds the type, so its id is not reused meanwhile.
+_registered = {id(np.ndarray): (np.ndarray, _numpy)}
+_readers = dict(_registered)
 
 
 def register(kind, reader):
     """Make ``reader(obj, stream_ptr, dlpack_only)`` the fast path of exactly type ``kind``."""
-    _registered[kind] = _readers[kind] = reader
+    _registered[id(kind)] = _readers[id(kind)] = (kind, reader)
 
 
 def reader_for(kind):
     """The fast-path reader of producer type ``kind``, or ``None`` (cached per type)."""
-    try:
-        return _readers[kind]
-    except KeyError:
-        pass
+    entry = _readers.get(id(kind))
+    if entry is not None and entry[0] is kind:
+        return entry[1]
     package = (getattr(kind, "__module__", None) or "").partition(".")[0]
     if package == "cupy" and kind is getattr(sys.modules.get("cupy"), "ndarray", None):
         reader = _cupy  # CuPy's own class only: a look-alike's attributes are not trusted
@@ -182,7 +185,7 @@ def reader_for(kind):
     if len(_readers) >= 256:
         _readers.clear()
         _readers.update(_registered)
-    _readers[kind] = reader
+    _readers[id(kind)] = (kind, reader)
     return reader
 
 
@@ -201,7 +204,7 @@ def fast_record(obj, stream_ptr, dlpack_only):
     ``dlpack_only``: the caller asked for DLPack, so a dtype DLPack cannot carry is left
     to the protocol (which refuses it).
     """
-    reader = _readers.get(type(obj), reader_for)
-    if reader is reader_for:
-        reader = reader_for(type(obj))
+    kind = type(obj)
+    entry = _readers.get(id(kind))
+    reader = entry[1] if entry is not None and entry[0] is kind else reader_for(kind)
     return None if reader is None else reader(obj, stream_ptr, dlpack_only)

@@ -26,6 +26,7 @@ BufferError: Short.__array_interface__: the array's bytes [0, 32) do not lie ins
 
 import numpy as np
 
+from .._driver import _shown
 from .._dtypes import as_dtype, is_ml_dtype, is_numpy_dlpack_dtype, to_dlpack_dtype
 from . import _native
 from .record import (
@@ -155,15 +156,32 @@ def _offset(interface, what):
     return offset
 
 
-def _buffer_array(obj, what):
-    """A zero-copy uint8-or-typed NumPy array over ``obj``'s buffer, and its byte length."""
+def _buffer_array(obj, what, source=None):
+    """A zero-copy uint8-or-typed NumPy array over ``obj``'s buffer, and its byte length.
+
+    ``source`` says where ``obj`` came from, for the error where it has no buffer: ``None``
+    (the object imported), ``"data"`` (an interface's ``data`` entry) or ``"own"`` (the
+    object whose interface has no ``data``, or ``None``).
+    """
     try:
         memory = memoryview(obj)
     except TypeError:
-        raise TypeError(
-            f"{what}: {type(obj).__name__} object has no __array_interface__ and does not "
-            "support the buffer protocol"
-        ) from None
+        if source == "data":
+            message = (
+                f"{what}['data'] is {_shown(obj)} of type {type(obj).__name__}: neither a "
+                "(pointer, read-only) tuple nor an object that supports the buffer protocol"
+            )
+        elif source == "own":
+            message = (
+                f"{what} has no 'data' (or None): the array is the object's own buffer, but "
+                f"{type(obj).__name__} does not support the buffer protocol"
+            )
+        else:
+            message = (
+                f"{what}: {type(obj).__name__} object has no __array_interface__ and does not "
+                "support the buffer protocol"
+            )
+        raise TypeError(message) from None
     try:
         array = np.asarray(memory)
     except (TypeError, ValueError, NotImplementedError) as exc:
@@ -307,7 +325,10 @@ def read_array_interface(obj):
         # interface points into a fresh array held by its "__ref" entry)
         keeper = (obj, interface)
     else:  # the data are those of a buffer (the object's own for None), from "offset" on
-        array, nbytes = _buffer_array(obj if data is None else data, what)
+        if data is None:
+            array, nbytes = _buffer_array(obj, what, "own")
+        else:
+            array, nbytes = _buffer_array(data, what, "data")
         if not array.flags.contiguous:
             raise BufferError(f"{what}: the data buffer is not contiguous")
         needed = (layout.max_offset + 1) * layout.itemsize

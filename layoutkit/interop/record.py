@@ -24,12 +24,13 @@ Traceback (most recent call last):
 ValueError: a tensor: shape[1] = -1 is negative. Extents must be non-negative (>= 0)
 """
 
+from itertools import islice
 from typing import NamedTuple
 
 import numpy as np
 
 from .._driver import HOST, Location
-from ..layout import StridedLayout, _as_index
+from ..layout import MAX_NDIM, StridedLayout, _as_index
 
 __all__ = [
     "CACHE_LIMIT",
@@ -245,6 +246,9 @@ def int_entries(values, name, what):
     The layout cache is keyed by these tuples, so an entry must be an ``int`` and not
     merely equal to one (``True == 1``, ``2.0 == 2``).
 
+    An iterable other than a tuple or list is read up to ``MAX_NDIM + 1`` entries (enough for the
+    layout to refuse too many dimensions; an endless one is not read forever).
+
     Raises
     ------
     TypeError
@@ -260,12 +264,15 @@ def int_entries(values, name, what):
     ...
     TypeError: x: shape[0] is 2.0 of type float, not an integer
     """
-    try:
-        values = tuple(values)
-    except TypeError:
-        raise TypeError(
-            f"{what}: {name} is {values!r} of type {type(values).__name__}, not a sequence"
-        ) from None
+    if type(values) is list:
+        values = tuple(values)  # a snapshot: an entry's __index__ may change the list
+    elif type(values) is not tuple:
+        try:  # no more entries than a layout may have: an endless iterable is read no further
+            values = tuple(islice(values, MAX_NDIM + 1))
+        except TypeError:
+            raise TypeError(
+                f"{what}: {name} is {values!r} of type {type(values).__name__}, not a sequence"
+            ) from None
     result = []
     for i, value in enumerate(values):
         kind = type(value)
