@@ -255,6 +255,21 @@ def _below_zero_impl(value):
     return lambda value: value < 0
 
 
+def _address_residue(address, modulus):
+    """``address % modulus`` for an address (not negative) and a positive modulus."""
+    return address % modulus
+
+
+@overload(_address_residue)
+def _address_residue_impl(address, modulus):
+    # an unsigned address of 2**63 or more wraps to a negative int64 in mixed arithmetic,
+    # which reads it modulo a modulus that does not divide 2**64 (12, 24) wrongly: the
+    # residue is taken in uint64
+    if isinstance(address, types.Integer) and not address.signed:
+        return lambda address, modulus: types.int64(types.uint64(address) % types.uint64(modulus))
+    return lambda address, modulus: address % modulus
+
+
 @intrinsic
 def _axes_tuple(typingctx, values):
     """Axes (an integer tuple, or one integer) as a ``UniTuple(int64)``.
@@ -1196,7 +1211,7 @@ def _repack_into(layout, itemsize, data_ptr, axis, lay, out):
     if itemsize > old:
         if itemsize % old != 0:
             return S.PACK_NOT_MULTIPLE, 0
-        if data_ptr % itemsize != 0:
+        if _address_residue(data_ptr, itemsize) != 0:
             return S.PACK_MISALIGNED, 0
     elif old % itemsize != 0:
         return S.UNPACK_NOT_DIVISOR, 0
@@ -1246,8 +1261,9 @@ def _max_compatible(layout, max_itemsize, data_ptr, axis, lay):
         return S.MAX_ITEMSIZE_TOO_SMALL, 0
     _pack(layout, lay)
     ax = axis + n if axis < 0 else axis
+    residue = _address_residue(data_ptr, max_itemsize)
     return S.OK, K.max_compatible_itemsize(
-        lay, n, layout.slice_offset, layout.itemsize, max_itemsize, data_ptr % max_itemsize, ax
+        lay, n, layout.slice_offset, layout.itemsize, max_itemsize, residue, ax
     )
 
 

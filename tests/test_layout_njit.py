@@ -518,6 +518,22 @@ def test_unsigned_data_pointers_beyond_int64_are_addresses():
         )
 
 
+@pytest.mark.parametrize("data_ptr", [2**64 - 12, 2**64 - 16, 2**63 + 4, 2**63 + 12])
+@pytest.mark.parametrize("itemsize", [12, 24])
+def test_unsigned_data_pointers_modulo_sizes_that_do_not_divide_2_64(data_ptr, itemsize):
+    """An address of 2**63 or more is read modulo 12 or 24 exactly (regression: compiled
+    code wrapped it to a negative int64 first, so 2**64 - 12, which is 4 bytes past a
+    multiple of 12, counted as aligned: repacked(12) accepted it where Python refuses,
+    and max_compatible_itemsize gave 12 instead of 4)."""
+    for layout in (StridedLayout.dense((6,), 4), StridedLayout.dense((6,), 2)):
+        expected = outcome(layout.repacked, itemsize, data_ptr, -1)
+        actual = outcome(_repacked_at, layout, itemsize, np.uint64(data_ptr), -1)
+        assert actual[0] == expected[0] and (actual[0] == "raises" or actual[1] == expected[1])
+        assert _max_compatible_at(layout, itemsize, np.uint64(data_ptr), -1) == (
+            layout.max_compatible_itemsize(itemsize, data_ptr, -1)
+        )
+
+
 @njit(cache=True)
 def _unsigned_axes(layout, order, axis, new_axis):
     permuted, dense = layout.permuted(order), layout.to_dense(order)
