@@ -103,6 +103,28 @@ def test_bad_input_writes_nothing(dst, src, error, message):
     np.testing.assert_array_equal(dst, before)
 
 
+@pytest.mark.parametrize(
+    ("dst_shape", "src_shape"),
+    [((3,), (1, 3)), ((), (1, 1)), ((2, 3), (1, 1, 1, 3)), ((2, 0), (1, 1, 0)), ((4,), (1,) * 63)],
+)
+def test_leading_unit_axes_of_the_source_are_dropped_as_copyto_does(dst_shape, src_shape):
+    """``np.copyto(zeros(3), ones((1, 3)))`` works (NumPy drops a source's leading extent-1
+    axes beyond the destination's); copy refused it ("cannot be broadcast"), also through
+    a shared source read through a temporary. Other extra axes are still refused."""
+    rng = np.random.default_rng(0)
+    src = rng.integers(0, 100, src_shape).astype("i2")
+    dst, expected = np.zeros(dst_shape, "i2"), np.zeros(dst_shape, "i2")
+    np.copyto(expected, src)
+    copy(view(dst), view(src))
+    np.testing.assert_array_equal(dst, expected)
+    a = np.arange(8, dtype="i2")
+    copy(view(a[1:4], writable=True), view(a[None, :3]))  # shares memory: read first
+    np.testing.assert_array_equal(a, [0, 0, 1, 2, 4, 5, 6, 7])
+    refusal = r"src shape \(2, 3\) cannot be broadcast to dst shape \(3,\)"
+    with pytest.raises(ValueError, match=refusal):
+        copy(view(np.zeros(3, "i2")), view(np.zeros((2, 3), "i2")))
+
+
 def test_broadcast_destination_is_refused():
     target = np.zeros(1, "f4")
     dst = np.lib.stride_tricks.as_strided(target, shape=(3,), strides=(0,))
