@@ -145,6 +145,17 @@ def test_overlap_reads_the_source_first_as_numpy_does():
     np.testing.assert_array_equal(c[:5], np.arange(5, 10))
 
 
+def test_overlap_of_an_aligned_struct_reads_the_source_first():
+    """The temporary of a shared source is ``np.array(src)``, read through the view's array
+    interface: for an aligned ``'i1,f4'`` (padding NumPy names like a field) it raised
+    ``ValueError`` ("field 'f1' occurs more than once") instead of copying."""
+    a = np.arange(6).astype(np.dtype("i1,f4", align=True))
+    expected = a.copy()
+    np.copyto(expected[1:], expected[:-1])
+    copy(view(a[1:]), view(a[:-1]))
+    assert a.tolist() == expected.tolist()
+
+
 def test_interleaved_views_share_no_byte_and_copy_directly():
     a = np.arange(12, dtype=np.int16)
     even, odd = view(a[::2], writable=True), view(a[1::2])
