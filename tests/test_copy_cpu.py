@@ -145,15 +145,17 @@ def test_overlap_reads_the_source_first_as_numpy_does():
     np.testing.assert_array_equal(c[:5], np.arange(5, 10))
 
 
-def test_overlap_of_an_aligned_struct_reads_the_source_first():
-    """The temporary of a shared source is ``np.array(src)``, read through the view's array
+def test_overlap_of_an_aligned_struct_moves_every_byte():
+    """The temporary of a shared source was ``np.array(src)``, read through the view's array
     interface: for an aligned ``'i1,f4'`` (padding NumPy names like a field) it raised
-    ``ValueError`` ("field 'f1' occurs more than once") instead of copying."""
-    a = np.arange(6).astype(np.dtype("i1,f4", align=True))
-    expected = a.copy()
-    np.copyto(expected[1:], expected[:-1])
-    copy(view(a[1:]), view(a[:-1]))
-    assert a.tolist() == expected.tolist()
+    ``ValueError`` ("field 'f1' occurs more than once"), and for other padded structs it
+    copied field by field, so the padding written was the temporary's, not the source's
+    (a direct copy moves every byte). The temporary holds the source's bytes."""
+    for dtype in (np.dtype("i1,f4", align=True), np.dtype([("a", "u1"), ("b", "<i4")], align=True)):
+        raw = np.arange(48, dtype=np.uint8)
+        a = raw.view(dtype)
+        copy(view(a[1:]), view(a[:-1]))  # shares memory: read first, as memmove reads it
+        assert raw.tolist() == [*range(8), *range(40)]
 
 
 def test_interleaved_views_share_no_byte_and_copy_directly():

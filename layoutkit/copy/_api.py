@@ -160,7 +160,8 @@ class _Description:
 
 
 def _described(view, layout):
-    """An ndarray at ``view``'s address with ``layout``: for address arithmetic only."""
+    """An ndarray of opaque ``V<itemsize>`` items at ``view``'s address with ``layout``:
+    for address arithmetic, and for reading the view's bytes while the view is alive."""
     return np.asarray(_Description(view.ptr, layout))
 
 
@@ -250,8 +251,9 @@ def copy(dst, src, stream=None):
                 "first (e.g. a dense copy) and copy that into dst"
             )
         # NumPy's answer: the source as it was before the copy (read into a temporary);
-        # host-only memory, which no stream's pending work can still be writing
-        src = as_copy_view(np.array(src), "src", stream)
+        # host-only memory, which no stream's pending work can still be writing. Read as
+        # opaque items, so every byte moves as in a direct copy (a struct's padding too)
+        src = as_copy_view(np.array(_described(src, src.layout)), "src", stream)
         src_own_layout = _without_leading_units(dst_layout, src.layout)
         src_layout = _broadcast(dst_layout, src.layout)
     dst_on_device = bool(dst.is_device_accessible)
