@@ -650,8 +650,9 @@ class StridedMemoryView:
         Host memory only for elements; read-only views raise ``ValueError``. A slice
         assignment copies ``x`` (a view, an array or a scalar, broadcast as NumPy does)
         with :func:`layoutkit.copy`, read as NumPy's assignment reads it (see
-        ``_assignment_source``: casts, leading extent-1 axes, overlaps), where the host
-        can read it (:func:`layoutkit.copy` itself does none of these).
+        ``_assignment_source``: casts), where the host can read it (:func:`layoutkit.copy`
+        itself drops leading extent-1 axes and reads overlapping sources first, as
+        ``np.copyto`` does, but does not cast).
         """
         record = self._record
         if record.readonly:
@@ -1053,17 +1054,14 @@ def _assigned(value, dtype, ndim):
 def _assignment_source(target, value):
     """The view ``target[...] = value`` copies from, as NumPy's assignment reads ``value``.
 
-    Cast to the target's dtype (:func:`_assigned`); without the leading extent-1 axes
-    that the target does not have (NumPy drops them: ``a[0] = [[1, 2, 3]]``). A source
-    that overlaps the target is read first by :func:`layoutkit.copy.copy` itself
+    Cast to the target's dtype (:func:`_assigned`). :func:`layoutkit.copy.copy` itself
+    drops the leading extent-1 axes that the target does not have (NumPy drops them:
+    ``a[0] = [[1, 2, 3]]``) and reads a source that overlaps the target first
     (``v[1:] = v[:-1]`` shifts).
     """
     source = _assigned(value, target.dtype, target.ndim)
     if not isinstance(source, StridedMemoryView):
         source = StridedMemoryView.from_any_interface(source, 0)  # as copy() reads it
-    extra = source.ndim - target.ndim
-    if extra > 0 and all(n == 1 for n in source.shape[:extra]):
-        source = source.view(source.layout[(0,) * extra])
     return source
 
 

@@ -160,10 +160,12 @@ def test_buffer_protocol_objects(obj):
         np.array(["2020-01-01", "2021-06-30"], "M8[D]")[::-1],
         np.arange(6, dtype=">i4").reshape(2, 3).T,
         np.zeros((2, 3), np.dtype([("a", "u1"), ("b", ">i4")], align=True))[:, ::2],
+        np.arange(6).astype(np.dtype("i1,f4", align=True)).reshape(2, 3).T,
         np.zeros(3, np.dtype({"names": ["a", "b"], "formats": ["u1", "<i4"],
                               "offsets": [4, 0], "itemsize": 12})),  # fmt: skip
     ],
-    ids=["recarray", "strings", "datetimes", "big-endian", "aligned-struct", "out-of-order-fields"],
+    ids=["recarray", "strings", "datetimes", "big-endian", "aligned-struct",
+         "aligned-struct-default-names", "out-of-order-fields"],  # fmt: skip
 )
 def test_any_interface_reads_numpy_dtypes_dlpack_has_no_code_for(array):
     """DLPack carries numbers only; a NumPy array (subclass or not) of any plain dtype is
@@ -171,7 +173,9 @@ def test_any_interface_reads_numpy_dtypes_dlpack_has_no_code_for(array):
 
     The way back keeps the dtype: an aligned struct's ``descr`` list read back as one
     with a named ``V3`` padding field, and one with out-of-order fields had no list
-    (``__array_interface__`` raised ``ValueError`` from ``dtype.descr``)."""
+    (``__array_interface__`` raised ``ValueError`` from ``dtype.descr``); an aligned
+    ``'i1,f4'``, whose padding field NumPy would name ``f1``, raised ``ValueError`` ("field
+    'f1' occurs more than once") reading its own list back."""
     view = StridedMemoryView.from_any_interface(array)
     assert view.dtype == array.dtype and view.shape == array.shape
     back = np.asarray(view)

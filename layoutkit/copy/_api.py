@@ -66,12 +66,26 @@ def _check_dtypes(dst, src):
         )
 
 
+def _without_leading_units(dst_layout, src_layout):
+    """The source layout without the leading extent-1 axes ``dst`` does not have.
+
+    ``np.copyto`` drops them (``copyto(zeros(3), ones((1, 3)))`` works): the same
+    elements, from the same element zero.
+    """
+    extra = src_layout.ndim - dst_layout.ndim
+    if extra > 0 and all(e == 1 for e in src_layout.shape[:extra]):
+        return src_layout[(0,) * extra]
+    return src_layout
+
+
 def _broadcast(dst_layout, src_layout):
-    """The source layout broadcast to the destination's shape (``broadcast_to``)."""
-    if src_layout.shape == dst_layout.shape:
-        return src_layout
+    """The source layout broadcast to the destination's shape (``broadcast_to``), after
+    dropping the leading extent-1 axes that ``dst`` does not have, as ``np.copyto`` does."""
+    kept = _without_leading_units(dst_layout, src_layout)
+    if kept.shape == dst_layout.shape:
+        return kept
     try:
-        return src_layout.broadcast_to(dst_layout.shape)
+        return kept.broadcast_to(dst_layout.shape)
     except ValueError:
         raise ValueError(
             f"src shape {src_layout.shape} cannot be broadcast to dst shape {dst_layout.shape}"
@@ -146,7 +160,8 @@ class _Description:
 
 
 def _described(view, layout):
-    """An ndarray at ``view``'s address with ``layout``: for address arithmetic only."""
+    """An ndarray of opaque ``V<itemsize>`` items at ``view``'s address with ``layout``:
+    for address arithmetic, and for reading the view's bytes while the view is alive."""
     return np.asarray(_Description(view.ptr, layout))
 
 
@@ -159,7 +174,9 @@ def copy(dst, src, stream=None):
         The destination; writable, with a unique layout (no two indices share memory).
         Anything ``StridedMemoryView.from_any_interface`` accepts works too.
     src : StridedMemoryView or array
-        The source, with the same dtype; its shape must broadcast to ``dst``'s.
+        The source, with the same dtype; its shape must broadcast to ``dst``'s (leading
+        extent-1 axes beyond ``dst``'s dimensions are dropped first, as ``np.copyto``
+        drops them).
     stream : None, int or stream object, optional
         The CUDA stream that orders a copy involving device-accessible memory
         (``None``: the legacy default stream). Ignored for host-to-host copies.
@@ -214,11 +231,12 @@ def copy(dst, src, stream=None):
         from layoutkit.memoryview import check_memory
 
         check_memory(dst, "dst")
-    dst_layout, src_own_layout = dst.layout, src.layout
+    dst_layout = dst.layout
+    src_own_layout = _without_leading_units(dst_layout, src.layout)
     _check_dtypes(dst, src)
     if dst_layout.itemsize != src_own_layout.itemsize:
         check_layouts(dst_layout, src_own_layout)  # its TypeError, before any shape's error
-    src_layout = _broadcast(dst_layout, src_own_layout)
+    src_layout = _broadcast(dst_layout, src.layout)
     if dst.readonly:
         raise ValueError("dst is read-only")
     check_layouts(dst_layout, src_layout)
@@ -233,8 +251,10 @@ def copy(dst, src, stream=None):
                 "first (e.g. a dense copy) and copy that into dst"
             )
         # NumPy's answer: the source as it was before the copy (read into a temporary);
-        # host-only memory, which no stream's pending work can still be writing
-        src = as_copy_view(np.array(src), "src", stream)
+        # host-only memory, which no stream's pending work can still be writing. Read as
+        # opaque items, so every byte moves as in a direct copy (a struct's padding too)
+        src = as_copy_view(np.array(_described(src, src.layout)), "src", stream)
+        src_own_layout = _without_leading_units(dst_layout, src.layout)
         src_layout = _broadcast(dst_layout, src.layout)
     dst_on_device = bool(dst.is_device_accessible)
     src_on_device = bool(src.is_device_accessible)

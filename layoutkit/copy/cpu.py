@@ -24,6 +24,10 @@ __all__ = ["run_host_plan", "copy_problem", "split_problem"]
 #: destination's), by unit size: tall and narrow blocks measured fastest (2-d and 3-d
 #: transposes of 1-8 byte units on a 2-core x86 host; square 32x32 blocks ran 2-4x slower).
 _TRANSPOSE_BLOCK = {1: (32, 8), 2: (32, 8), 4: (64, 8), 8: (64, 8), 16: (64, 8)}
+#: Rows of at least this many units that repeat one source unit are filled by doubling
+#: a filled block, up to about ``FILL_BLOCK`` bytes (so the copies read from L1).
+FILL_UNITS = 16
+FILL_BLOCK = 4096
 #: Copies above this many bytes are split over ``HOST_THREADS`` threads.
 PARALLEL_BYTES = 4 << 20
 #: Threads of host copies (and of the packing of staged transfers): half the cores, at
@@ -39,7 +43,10 @@ def _copy_blocked(
 ):
     """Copy units from address ``src`` to ``dst`` over ``shape`` (ndim >= 2, byte strides).
 
-    Rows that are contiguous on both sides move with ``memcpy``.
+    Rows that are contiguous on both sides move with ``memcpy``. A row that repeats one
+    source unit into contiguous destination units (a fill) stores the unit once and
+    doubles it with ``memcpy`` (a memset's speed, where one unit per store is 10-30x
+    slower for 1-byte units).
     """
     ndim = shape.size
     rows, cols = shape[ndim - 2], shape[ndim - 1]
@@ -51,6 +58,8 @@ def _copy_blocked(
     index = np.zeros(ndim, np.int64)
     dst_base, src_base = dst, src
     contiguous_rows = dst_col == unit and src_col == unit
+    fill_rows = dst_col == unit and src_col == 0 and cols >= FILL_UNITS
+    block = unit
     for _ in range(batch):
         for r0 in range(0, rows, block_rows):
             r1 = min(r0 + block_rows, rows)
@@ -61,6 +70,17 @@ def _copy_blocked(
                     s = src_base + r * src_row
                     if contiguous_rows:
                         copy_bytes(d + c0 * unit, s + c0 * unit, (c1 - c0) * unit)
+                        continue
+                    if fill_rows:
+                        start, nbytes = d + c0 * unit, (c1 - c0) * unit
+                        store_unit(start, load_unit(s, prototype), prototype)
+                        done = unit  # [start, start + done) is filled
+                        while done < nbytes:  # from a block of at most ~FILL_BLOCK bytes
+                            step = min(done if done < FILL_BLOCK else block, nbytes - done)
+                            copy_bytes(start + done, start, step)
+                            done += step
+                            if done < FILL_BLOCK:
+                                block = done
                         continue
                     for c in range(c0, c1):
                         store_unit(d + c * dst_col, load_unit(s + c * src_col, prototype), prototype)
@@ -111,7 +131,8 @@ def _run_one(dst, src, shape, dst_strides, src_strides, unit):
         return
     shape, dst_strides, src_strides = list(shape), list(dst_strides), list(src_strides)
     fast = _source_fast_axis(shape, src_strides)
-    transpose = fast != len(shape) - 1
+    # a row that repeats one source unit (src stride 0) is already the best inner loop
+    transpose = fast != len(shape) - 1 and not (src_strides[-1] == 0 and shape[-1] >= FILL_UNITS)
     if transpose:
         for axes in (shape, dst_strides, src_strides):
             axes.insert(len(axes) - 1, axes.pop(fast))

@@ -387,7 +387,9 @@ def _fields_descr(dtype):
     reads an ml_dtypes type's).
 
     The list has no form for out-of-order or overlapping fields (``dtype.descr``
-    raises) and reads an aligned struct's padding back as named void fields.
+    raises), reads an aligned struct's padding back as named void fields, and cannot be
+    read back at all where the name NumPy gives a padding field is taken (``'i1,f4'``
+    aligned: its padding after ``f0`` would be ``f1``, ``np.dtype(descr)`` raises).
 
     Examples
     --------
@@ -397,12 +399,17 @@ def _fields_descr(dtype):
     >>> aligned = np.dtype([("a", "u1"), ("b", "<i4")], align=True)
     >>> _fields_descr(aligned) is aligned
     True
+    >>> padded = np.dtype("i1,f4", align=True)
+    >>> _fields_descr(padded) is padded
+    True
     """
     try:
         descr = dtype.descr
-    except ValueError:  # out-of-order or overlapping fields
-        return dtype
-    return descr if np.dtype(descr) == dtype else dtype
+        if np.dtype(descr) == dtype:
+            return descr
+    except ValueError:  # out-of-order or overlapping fields; a list NumPy cannot read back
+        pass
+    return dtype
 
 
 _typestrs = {}  # dtype -> its typestr (dtype.str builds a new string each time)
