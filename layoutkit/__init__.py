@@ -78,5 +78,16 @@ def __getattr__(name):
     return value
 
 
+def _numba_extension():
+    """Numba's ``numba_extensions`` entry point: register layouts with Numba's typing.
+
+    Numba calls it before it first compiles anything, so ``@njit`` and ``@cuda.jit`` code
+    can build layouts (``StridedLayout(...)``, ``StridedLayout.dense(...)``) in a process
+    that has not passed a layout to compiled code yet.
+    """
+    with _LOAD_LOCK:
+        importlib.import_module("layoutkit._numba_layout")
+
+
 def __dir__():
     return sorted(set(globals()) | set(__all__) | _SUBMODULES)

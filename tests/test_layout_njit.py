@@ -569,3 +569,32 @@ def test_unsigned_axes_mean_what_they_mean_in_python(order, axis, new_axis):
         assert actual[1] is expected[1]
     else:
         assert_exact(actual[1], expected[1])
+
+
+def test_a_fresh_process_builds_layouts_in_njit_before_passing_any():
+    """Numba learns StridedLayout's type from layoutkit's ``numba_extensions`` entry point,
+    so compiled code can name the class before any layout went into compiled code."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import sys
+        from numba import njit
+        from layoutkit import StridedLayout
+
+        assert "layoutkit._numba_layout" not in sys.modules
+
+        @njit
+        def make(shape):
+            return StridedLayout(shape, None, 4).permuted((1, 0)), StridedLayout.dense(shape, 2)
+
+        transposed, dense = make((2, 3))
+        assert transposed == StridedLayout((3, 2), (1, 3), 4), transposed
+        assert dense == StridedLayout.dense((2, 3), 2), dense
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
