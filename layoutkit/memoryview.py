@@ -269,7 +269,9 @@ class StridedMemoryView:
         A producer whose type has a fast path (:mod:`layoutkit.interop.fastpaths`) is
         read through it when that gives device-accessible memory, as cuda.core 1.2.2
         reads ``torch.Tensor`` through its torch bridge whichever door is used: torch
-        still exports version 2, which this door refuses from other producers.
+        still exports version 2, which this door refuses from other producers. The view
+        then describes what the interface would: C-contiguous memory has implicit
+        strides (``strides is None``), as CuPy, Numba and torch export it.
         """
         if stream_ptr is not None:
             if type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS:
@@ -278,6 +280,11 @@ class StridedMemoryView:
             if record is not None and record.location is not None and (
                 record.location.is_device_accessible
             ):
+                layout = record.layout
+                if layout.strides is not None and layout.is_contiguous_c:
+                    record = record._replace(
+                        layout=StridedLayout(layout.shape, None, layout.itemsize)
+                    )
                 return cls._from_record(record)
         return cls._from_record(read_cuda_array_interface(obj, stream_ptr))
 

@@ -480,7 +480,7 @@ def test_cuda_array_interface_door_takes_a_fast_path_for_device_memory(monkeypat
         def __init__(self, ptr):
             self.__cuda_array_interface__ = {
                 "version": 3, "shape": (4,), "typestr": "<f4", "data": (ptr, False),
-                "stream": None,
+                "strides": (4,), "stream": None,
             }  # fmt: skip
 
     def fast(obj, stream_ptr, dlpack_only):
@@ -488,9 +488,10 @@ def test_cuda_array_interface_door_takes_a_fast_path_for_device_memory(monkeypat
             return None  # the fast path's preconditions fail: the protocol decides
         return cai.read_cuda_array_interface(CurrentInterface(obj.ptr), stream_ptr)
 
-    monkeypatch.setitem(fastpaths._readers, LegacyProducer, fast)
+    monkeypatch.setitem(fastpaths._readers, id(LegacyProducer), (LegacyProducer, fast))
     view = StridedMemoryView.from_cuda_array_interface(LegacyProducer(4096), -1)
     assert view.ptr == 4096 and view.shape == (4,) and type(view.exporting_obj) is CurrentInterface
+    assert view.strides is None  # C-contiguous: implicit strides, as the interface gives them
     with pytest.raises(BufferError, match="has version 2; only v3 or above is supported"):
         StridedMemoryView.from_cuda_array_interface(LegacyProducer(0), -1)
     with pytest.raises(BufferError, match="stream_ptr=None: stream=None is ambiguous"):
