@@ -1523,3 +1523,19 @@ def test_assignment_matches_numpy(case):
     else:
         assert our_error is not None and issubclass(our_error, numpy_error)
     assert ours.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("door", ["from_any_interface", "from_array_interface"])
+def test_views_of_numpy_scalars_are_read_only(door):
+    """A NumPy scalar exports a copy of its value: writes through a view would change only
+    the copy (a silent no-op), and NumPy refuses a scalar as np.copyto's destination."""
+    import layoutkit
+
+    scalar = np.float64(2.5)
+    view = getattr(StridedMemoryView, door)(scalar)
+    assert view.readonly and float(view[()]) == 2.5
+    with pytest.raises(ValueError, match="read-only"):
+        view[()] = 3.0
+    with pytest.raises(ValueError, match="read-only"):
+        layoutkit.copy(scalar, np.array(1.0))
+    assert scalar == 2.5

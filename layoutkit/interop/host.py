@@ -297,7 +297,10 @@ def read_array_interface(obj):
         if record is not None:
             return record
     elif isinstance(obj, np.generic):  # a scalar: its interface is a copy, and says void
-        return ndarray_record(np.asarray(obj), final=False)._replace(exporter=obj)  # for ml_dtypes
+        # (for ml_dtypes); read-only, since writes would change only the copy (NumPy refuses
+        # a scalar as np.copyto's destination)
+        copy = ndarray_record(np.asarray(obj), final=False)
+        return copy._replace(exporter=obj, readonly=True)
     what = f"{type(obj).__name__}.__array_interface__"
     try:
         interface = obj.__array_interface__
