@@ -425,7 +425,7 @@ class StridedMemoryView:
         layout, dtype, is_readonly = _buffer_arguments(
             args, shape, strides, layout, itemsize, dtype, is_readonly
         )
-        if not isinstance(buffer, Buffer):
+        if not issubclass(type(buffer), Buffer):  # not isinstance: __class__ may lie
             raise TypeError(f"buffer must be a layoutkit Buffer, got {type(buffer).__name__}")
         if buffer.is_closed:
             raise ValueError("buffer is closed: a view needs an open Buffer")
