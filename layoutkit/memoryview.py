@@ -425,7 +425,7 @@ class StridedMemoryView:
         layout, dtype, is_readonly = _buffer_arguments(
             args, shape, strides, layout, itemsize, dtype, is_readonly
         )
-        if not isinstance(buffer, Buffer):
+        if not issubclass(type(buffer), Buffer):  # not isinstance: __class__ may lie
             raise TypeError(f"buffer must be a layoutkit Buffer, got {type(buffer).__name__}")
         if buffer.is_closed:
             raise ValueError("buffer is closed: a view needs an open Buffer")
@@ -673,7 +673,7 @@ class StridedMemoryView:
             return
         if isinstance(value, StridedMemoryView):
             value = np.asarray(value)  # NumPy reads an array (a size-1 one, or it raises)
-        if type(value) not in _PLAIN_SCALARS and not isinstance(value, np.generic):
+        if id(type(value)) not in _PLAIN_SCALARS:
             # its conversion may run the caller's code (__float__, __index__, ...), which may
             # close the buffer: converted first (NumPy's element assignment), checked after
             element = np.empty((), record.dtype)
@@ -984,7 +984,11 @@ def _made(cls, record, location, buffer):
 
 
 _new_object = object.__new__
-_PLAIN_SCALARS = frozenset({int, float, complex, bool})  # converted without the caller's code
+# The exact types whose conversion runs none of the caller's code, by identity: a type's
+# metaclass may make it equal (and hash as) float, its __class__ may claim numpy.float64
+# (isinstance believes it), and a Python subclass of a NumPy scalar converts through its
+# own __int__ / __float__
+_PLAIN_SCALARS = frozenset(map(id, {int, float, complex, bool, *np.sctypeDict.values()}))
 _ndarray = np.ndarray
 
 

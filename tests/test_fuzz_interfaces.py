@@ -299,6 +299,34 @@ def type_equal_to_a_cached_type_gets_no_fast_path():
               f"copy into a type equal to {target.__name__} wrote elsewhere")  # fmt: skip
 
 
+@cases.case
+def objects_claiming_a_layoutkit_class_are_not_trusted():
+    """``isinstance`` believes a ``__class__`` property: ``copy`` took an object claiming to
+    be a StridedMemoryView as a view and wrote through the layout and pointer it reported
+    (8 elements into a 1-element array), and ``from_buffer`` took one claiming to be a
+    Buffer with the size it reported. Only the real type counts."""
+    from layoutkit.memory import HostMemoryResource
+
+    small = np.zeros(1)
+    real = StridedMemoryView.from_dlpack(small)
+    lying = {"layout": layoutkit.StridedLayout.dense((8,), 8), "shape": (8,), "size": 8}
+
+    def claiming(cls, attributes, target):
+        namespace = {
+            "__class__": property(lambda self: cls),
+            "__getattr__": lambda self, name: attributes.get(name, getattr(target, name)),
+        }  # fmt: skip
+        return type("Claiming", (), namespace)()
+
+    refused(layoutkit.copy, claiming(StridedMemoryView, lying, real), np.ones(8),
+            what="copy into an object claiming to be a view")  # fmt: skip
+    check(small.tolist() == [0.0], "copy wrote into the claimed view's memory")
+    buffer = HostMemoryResource().allocate(8)
+    refused(StridedMemoryView.from_buffer, claiming(layoutkit.Buffer, {"_size": 1 << 20}, buffer),
+            layoutkit.StridedLayout.dense((1 << 17,), 8), np.float64, classes=(TypeError,),
+            what="from_buffer of an object claiming to be a Buffer")  # fmt: skip
+
+
 # ------------------------------------------------------------------ descr and typestr
 def _descr_case(typestr, descr):
     block = _block()

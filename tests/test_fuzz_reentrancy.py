@@ -118,6 +118,43 @@ class _Closing:
         return np.ones(8).__array_interface__
 
 
+class _EqualsFloat(type):
+    """Makes a class equal to ``float`` and hash as it (a set of types finds it)."""
+
+    def __eq__(cls, other):
+        return True
+
+    def __ne__(cls, other):
+        return False
+
+    def __hash__(cls):
+        return hash(float)
+
+
+class _ClosingEqualToFloat(_Closing, metaclass=_EqualsFloat):
+    """A ``_Closing`` whose type compares equal to ``float``."""
+
+
+class _ClosingClaimingFloat64(_Closing):
+    """A ``_Closing`` whose ``__class__`` says ``numpy.float64`` (``isinstance`` believes it)."""
+
+    __class__ = property(lambda self: np.float64)
+
+
+class _ClosingInt64(np.int64):
+    """A NumPy scalar subclass: NumPy converts it through its own ``__int__``."""
+
+    def __int__(self):
+        self.buffer.close()
+        return 5
+
+
+def _closing_int64(buffer):
+    value = _ClosingInt64(5)
+    value.buffer = buffer
+    return value
+
+
 def _fresh():
     buffer = HostMemoryResource().allocate(64)
     view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((8,), 8), np.float64)
@@ -136,6 +173,14 @@ CLOSED_MIDCALL = {
     "copy_from_source_import": (lambda b, v: v.copy_from(_Closing(b)), (BufferError,)),
     "setitem_value": (lambda b, v: v.__setitem__(0, _Closing(b, 5)), (BufferError,)),
     "setitem_index": (lambda b, v: v.__setitem__(_Closing(b, 1), 5.0), (BufferError,)),
+    # element assignment converted these without converting them first: they closed the
+    # buffer and the element was written into freed memory
+    "setitem_value_type_equal_to_float": (
+        lambda b, v: v.__setitem__(0, _ClosingEqualToFloat(b, 5)), (BufferError,)),
+    "setitem_value_claiming_float64": (
+        lambda b, v: v.__setitem__(0, _ClosingClaimingFloat64(b, 5)), (BufferError,)),
+    "setitem_value_numpy_scalar_subclass": (
+        lambda b, v: v.__setitem__(0, _closing_int64(b)), (BufferError,)),
     "view_dlpack_stream": (lambda b, v: v.__dlpack__(stream=_Closing(b), max_version=(1, 0)),
                            (BufferError,)),
     "view_dlpack_max_version": (lambda b, v: v.__dlpack__(max_version=(_Closing(b, 1), 0)),

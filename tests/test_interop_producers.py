@@ -163,6 +163,35 @@ def test_torch_subclasses_are_read_through_their_protocol(torch):
                 door(tensor)
 
 
+def _type_equal_to(target, namespace):
+    """A class whose metaclass makes it equal to ``target`` and hash as it."""
+
+    class Meta(type):
+        def __eq__(cls, other):
+            return True
+
+        def __ne__(cls, other):
+            return False
+
+        def __hash__(cls):
+            return hash(target)
+
+    return Meta("Liar", (), namespace)
+
+
+def test_a_type_equal_to_torch_tensor_is_no_torch_subclass(torch):
+    """``_torch_of`` tested ``torch.Tensor in kind.__mro__``, which compares with ``==``: a
+    type equal to torch.Tensor got the subclass reader, which called ``is_neg()`` on it
+    (an AttributeError escaped). Its own protocol reads it."""
+    liar = _type_equal_to(torch.Tensor, {
+        "__dlpack__": lambda self, **kwargs: np.arange(3.0).__dlpack__(**kwargs),
+        "__dlpack_device__": lambda self: (1, 0),
+    })  # fmt: skip
+    assert fastpaths._torch_of(liar) is None
+    assert fastpaths._torch_of(torch.nn.Parameter) is torch
+    assert StridedMemoryView.from_dlpack(liar()).shape == (3,)
+
+
 def test_torch_tensors_dlpack_cannot_carry_are_buffer_errors(torch):
     """torch's exchange functions raise RuntimeError with a C++ trace; we name the tensor."""
     with warnings.catch_warnings():
@@ -507,6 +536,30 @@ def test_kernel_arguments_from_host_tensors_are_refused_on_the_host(torch):
     kernel = ViewKernel(types.SimpleNamespace(targetoptions={}))
     with pytest.raises(ValueError, match="argument 1: a host-only tensor"):
         kernel.launch_arguments((1.5, torch.ones(3)))
+
+
+def test_kernel_arguments_are_classified_by_their_real_type():
+    """Scalars were found by ``kind in {int, float, bool, complex}`` (equality: a type equal
+    to int skipped the import and its checks) and views by ``isinstance`` (which believes
+    a ``__class__`` property): both are read through their protocols now."""
+    from layoutkit.cuda._kernel import ViewKernel
+
+    kernel = ViewKernel(types.SimpleNamespace(targetoptions={}))
+    equal_to_int = _type_equal_to(int, {
+        "__dlpack__": lambda self, **kwargs: np.arange(3.0).__dlpack__(**kwargs),
+        "__dlpack_device__": lambda self: (1, 0),
+    })  # fmt: skip
+    with pytest.raises(ValueError, match="argument 0: a host-only"):
+        kernel.launch_arguments((equal_to_int(),))
+    real = StridedMemoryView.from_dlpack(np.arange(3.0))
+    claiming = type("Claiming", (), {
+        "__class__": property(lambda self: StridedMemoryView),
+        "__getattr__": lambda self, name: getattr(real, name),
+    })()  # fmt: skip
+    assert isinstance(claiming, StridedMemoryView)
+    (passed,) = kernel.launch_arguments((claiming,))  # an object numba-cuda types, not a view
+    assert passed is claiming
+    assert kernel.launch_arguments((3, 2.5, True, 1j)) == (3, 2.5, True, 1j)
 
 
 def test_kernel_arguments_from_device_records(monkeypatch):

@@ -39,7 +39,7 @@ def as_copy_view(obj, name, stream):
     """
     from layoutkit.memoryview import StridedMemoryView
 
-    if not isinstance(obj, StridedMemoryView):
+    if not issubclass(type(obj), StridedMemoryView):  # not isinstance: __class__ may lie
         from layoutkit import _driver
 
         stream_ptr = _driver.stream_handle(stream) if stream is not None else 0

@@ -239,9 +239,9 @@ class ViewKernel:
         converted = []
         for position, arg in enumerate(args):
             kind = type(arg)
-            if kind is view_class or isinstance(arg, view_class):
+            if kind is view_class or issubclass(kind, view_class):  # not isinstance: __class__ lies
                 view = arg
-            elif kind in _SCALARS or kind is LaunchArgument:
+            elif id(kind) in _SCALARS or kind is LaunchArgument:
                 converted.append(arg)
                 continue
             elif kind is not _ndarray and (reader := reader_for(kind)) is not None:
@@ -302,7 +302,7 @@ class ViewKernel:
             kind = type(arg)
             if kind is LaunchArgument:
                 key_types.append(arg._numba_type_)
-            elif kind in (int, float, bool):
+            elif kind is int or kind is float or kind is bool:  # identity: see _SCALARS
                 key_types.append(kind)
             else:
                 return None
@@ -347,7 +347,9 @@ class _ConfiguredLaunch:
                 launcher.launch_flat(arguments)
 
 
-_SCALARS = frozenset({int, float, bool, complex})
+# passed to numba-cuda as they are; by identity: a metaclass may make a type equal to (and
+# hash as) int, and its objects would skip the import and its checks
+_SCALARS = frozenset(map(id, (int, float, bool, complex)))
 _ndarray = np.ndarray
 _types = {}  # (id(layout), dtype, readonly, boundscheck) -> (layout, numba type)
 

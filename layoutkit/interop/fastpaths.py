@@ -193,7 +193,10 @@ def _torch_of(kind):
     """The torch module where ``kind`` is ``torch.Tensor`` or a subclass of it, else None."""
     torch = sys.modules.get("torch")
     tensor_type = getattr(torch, "Tensor", None) if torch is not None else None
-    if not isinstance(tensor_type, type) or tensor_type not in getattr(kind, "__mro__", ()):
+    # identity, not ``in`` (which compares with ==: a metaclass may make a type equal torch.Tensor)
+    if not isinstance(tensor_type, type) or not any(
+        base is tensor_type for base in getattr(kind, "__mro__", ())
+    ):
         return None
     return torch
 
