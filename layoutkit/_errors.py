@@ -73,6 +73,50 @@ def never_initialised(obj, how):
     )
 
 
+class SealedClass(type):
+    """Metaclass of the classes whose attributes layoutkit trusts to address memory.
+
+    Views, buffers and bounds-checked views: a subclass may add attributes and methods and
+    define special methods, but may not replace the sealed base's own
+    (:func:`refuse_redefinitions`, when the subclass is made), and no attribute of the base
+    may be set or deleted later on the base or any subclass (``Sub.layout = property(...)``
+    would otherwise pass the check made when ``Sub`` was defined).
+
+    Raises
+    ------
+    TypeError
+        Naming the attribute.
+    """
+
+    def __init__(cls, name, bases, namespace, **kwargs):
+        super().__init__(name, bases, namespace, **kwargs)
+        base = _sealed_base(cls)
+        if base is not cls:
+            refuse_redefinitions(cls, base)
+
+    def __setattr__(cls, name, value):
+        _refuse_replacing(cls, name, "set")
+        super().__setattr__(name, value)
+
+    def __delattr__(cls, name):
+        _refuse_replacing(cls, name, "delete")
+        super().__delattr__(name)
+
+
+def _sealed_base(cls):
+    """The class that brought :class:`SealedClass` into ``cls``'s hierarchy."""
+    return [kind for kind in cls.__mro__ if isinstance(kind, SealedClass)][-1]
+
+
+def _refuse_replacing(cls, name, how):
+    base = _sealed_base(cls)
+    if not (name.startswith("__") and name.endswith("__")) and hasattr(base, name):
+        raise TypeError(
+            f"cannot {how} {cls.__qualname__}.{name}: it is {base.__name__}'s own, which "
+            "layoutkit trusts to address memory"
+        )
+
+
 def refuse_redefinitions(subclass, base):
     """Refuse a subclass of ``base`` (a view, a buffer) that redefines one of its attributes.
 

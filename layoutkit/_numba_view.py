@@ -92,7 +92,7 @@ from numba.np import numpy_support
 
 from . import _numba_checks as S
 from . import _numba_fingerprint as _fingerprint
-from ._errors import never_initialised, refuse_redefinitions
+from ._errors import SealedClass, never_initialised
 from ._numba_boxing import Objects, call_python, failed, getattr_fast
 from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
@@ -1115,7 +1115,7 @@ def _view_with_layout(typingctx, view, layout):
 # the public bounds-checked mode
 
 
-class BoundsCheckedView:
+class BoundsCheckedView(metaclass=SealedClass):
     """A view whose indices are checked against their extents in compiled code.
 
     Pass it to ``@njit`` functions in place of the view: an index outside its extent
@@ -1151,10 +1151,6 @@ class BoundsCheckedView:
     # read-only: the Numba type is made for the view given, so another view put in its
     # place (another dtype, read-only memory) would be read and written as the first
     __slots__ = ("_view", "_type", "__weakref__")
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        refuse_redefinitions(cls, BoundsCheckedView)
 
     def __new__(cls, view):
         # the constructor is __new__: BoundsCheckedView.__new__(cls) needs the view too

@@ -34,7 +34,7 @@ import weakref
 import numpy as np
 
 from layoutkit import _driver
-from layoutkit._errors import AxisError, ConstructionError, never_initialised, refuse_redefinitions
+from layoutkit._errors import AxisError, ConstructionError, SealedClass, never_initialised
 
 __all__ = [
     "Buffer",
@@ -84,7 +84,7 @@ def _device_id(device_id):
     return device_id
 
 
-class Buffer:
+class Buffer(metaclass=SealedClass):
     """A range of memory: a pointer, a size, and what keeps the memory alive.
 
     Do not call ``Buffer(...)``; use :meth:`from_handle` or a memory resource's
@@ -111,10 +111,6 @@ class Buffer:
     # is deallocated when it dies), or None; views of the buffer hold it too
     __slots__ = ("_ptr", "_size", "_owner", "_mr", "_keeper", "_finalizer", "_info", "_hash",
                  "_closed", "_readonly", "__weakref__")
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        refuse_redefinitions(cls, Buffer)
 
     def __new__(cls, *args, **kwargs):
         # the refusal is __new__'s, so Buffer.__new__(Buffer) cannot make an empty Buffer

@@ -51,7 +51,7 @@ import numpy as np
 
 from . import _driver
 from ._dtypes import as_dtype, to_dlpack_dtype
-from ._errors import refuse_redefinitions
+from ._errors import SealedClass
 from .interop import dlpack as _dlpack
 from .interop import fastpaths as _fastpaths
 from .interop._native import MEMORY, WRITABLE_MEMORY
@@ -102,7 +102,7 @@ _NO_RECORD = _NoRecord()
 _NO_OBJECT = object()  # StridedMemoryView() without an object; None is an object with no interface
 
 
-class StridedMemoryView:
+class StridedMemoryView(metaclass=SealedClass):
     """A strided tensor in memory: pointer, layout, dtype, device, read-only flag.
 
     Build views with :meth:`from_dlpack`, :meth:`from_cuda_array_interface`,
@@ -152,10 +152,6 @@ class StridedMemoryView:
         "_exports",  # what exports describe, once made (the record never changes), or None
         "__weakref__",
     )
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        refuse_redefinitions(cls, StridedMemoryView)
 
     def __new__(cls, obj=_NO_OBJECT, stream_ptr=None):
         # the constructor is __new__ (as for StridedLayout): StridedMemoryView.__new__(cls)

@@ -185,6 +185,29 @@ def subclasses_cannot_redefine_what_copies_trust():
 
 
 @cases.case
+def trusted_attributes_cannot_be_replaced_after_the_class_exists():
+    """Found by helper-36: ``Sub.layout = property(...)`` after ``Sub`` was defined passed the
+    check made at definition, and ``copy`` wrote 8 doubles into an 8-byte array. Setting or
+    deleting a view's or buffer's own attribute on the base or any subclass is refused; new
+    attributes and special methods may still be set."""
+    lie = property(lambda self: StridedLayout.dense((8,), 8))
+    for base, name in ((layoutkit.StridedMemoryView, "layout"), (layoutkit.StridedMemoryView, "_record"),
+                       (layoutkit.Buffer, "size"), (layoutkit.Buffer, "_ptr")):  # fmt: skip
+        sub = type("Sub", (base,), {})
+        for kind in (sub, base):
+            refused(setattr, kind, name, lie, what=f"{kind.__name__}.{name} = a lie",
+                    classes=(TypeError,))  # fmt: skip
+            refused(delattr, kind, name, what=f"del {kind.__name__}.{name}", classes=(TypeError,))
+        sub.extra = 1  # a new attribute: allowed
+        check(sub.extra == 1, "a subclass could not take a new attribute")
+    sub = type("Sub", (layoutkit.StridedMemoryView,), {})
+    array = np.zeros(1)
+    view = sub.from_array_interface(array)
+    refused(layoutkit.copy, view, np.ones(8), classes=(ValueError,))  # shapes, not a lie
+    check(array.tolist() == [0.0], "a refused copy wrote")
+
+
+@cases.case
 def copy_onto_itself_with_other_extent_1_strides():
     """Found by the long copy fuzz: the same elements, described with another stride on an
     extent-1 axis (a stride never used, DECISIONS 6), are refused as overlapping; a view
