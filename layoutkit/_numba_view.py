@@ -60,7 +60,9 @@ Element types: every NumPy number type and bool. float16 elements can be read an
 in CUDA kernels but not in ``@njit`` code (Numba's CPU target has no float16), bfloat16
 only in CUDA kernels, the other ml_dtypes types nowhere (no Numba type): a view of such a
 dtype still has its shape, strides and layout in compiled code, and its element access is
-a one-line typing error that says what to pass instead.
+a one-line typing error that says what to pass instead. An element of a structured dtype
+is a Numba record, a reference to the view's memory that Numba lets code write through:
+of a read-only view, element access is a typing error.
 """
 
 import operator
@@ -726,6 +728,16 @@ def _effective_strides(builder, typ, view):
 def _check_element_type(view):
     """TypingError for element access where the target has no type for the elements."""
     dtype = view.dtype
+    if view.readonly and isinstance(dtype, (types.Record, types.NestedArray)):
+        # Numba's records and nested arrays are references to the memory, and Numba lets
+        # every one be written (r.x = 1, r["x"] = 1, r.x[0] = 1): a read-only view must
+        # not hand one out (Python's view gives a read-only copy)
+        raise TypingError(
+            f"elements of a read-only {dtype} view cannot be read in compiled code: a "
+            "structured element is a reference to the view's memory there, which compiled "
+            "code could write through; read a field through a view of it (view(layout, "
+            "dtype=<the field's type>)), or pass a writable view"
+        )
     if not isinstance(dtype, OpaqueElement):
         return
     if dtype.dtype_name == "float16":
