@@ -74,13 +74,14 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.errors import NumbaError, TypingError
 from numba.core.imputils import impl_ret_borrowed
-from numba.core.typing.templates import Signature
+from numba.core.typing.templates import AttributeTemplate, Signature
 from numba.extending import (
     NativeValue,
     box,
+    infer_getattr,
     intrinsic,
     lower_builtin,
-    make_attribute_wrapper,
+    lower_getattr,
     models,
     overload,
     overload_attribute,
@@ -524,10 +525,33 @@ def register_cuda_model():
         pass
 
 
-make_attribute_wrapper(StridedViewType, "shape", "shape")
-make_attribute_wrapper(StridedViewType, "strides", "strides")
-make_attribute_wrapper(StridedViewType, "offset", "_slice_offset")
-make_attribute_wrapper(StridedViewType, "limit", "_limit")
+def _member_attribute(member, name):
+    """``view.<name>`` reads the struct member ``member``, in every target.
+
+    Typed from the members themselves (``_cuda_members``), not from a data model as
+    ``make_attribute_wrapper`` types: the CPU has no model for the members of a kernel's
+    float16 view (its ``data`` points to float16), so ``v.shape`` failed to compile there.
+    """
+
+    @infer_getattr
+    class _Member(AttributeTemplate):
+        key = StridedViewType
+
+        def generic_resolve(self, typ, attr):
+            if attr == name:
+                return dict(_cuda_members(typ))[member]
+
+    @lower_getattr(StridedViewType, name)
+    def _lower_member(context, builder, typ, value):
+        struct = cgutils.create_struct_proxy(typ)(context, builder, value=value)
+        member_type = dict(_cuda_members(typ))[member]
+        return impl_ret_borrowed(context, builder, member_type, getattr(struct, member))
+
+
+_member_attribute("shape", "shape")
+_member_attribute("strides", "strides")
+_member_attribute("offset", "_slice_offset")
+_member_attribute("limit", "_limit")
 
 
 def _register_strided_memory_view():
