@@ -60,7 +60,9 @@ Element types: every NumPy number type and bool. float16 elements can be read an
 in CUDA kernels but not in ``@njit`` code (Numba's CPU target has no float16), bfloat16
 only in CUDA kernels, the other ml_dtypes types nowhere (no Numba type): a view of such a
 dtype still has its shape, strides and layout in compiled code, and its element access is
-a one-line typing error that says what to pass instead.
+a one-line typing error that says what to pass instead. An element of a structured dtype
+is a Numba record, a reference to the view's memory that Numba lets code write through:
+of a read-only view, element access is a typing error.
 """
 
 import operator
@@ -72,13 +74,14 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.errors import NumbaError, TypingError
 from numba.core.imputils import impl_ret_borrowed
-from numba.core.typing.templates import Signature
+from numba.core.typing.templates import AttributeTemplate, Signature
 from numba.extending import (
     NativeValue,
     box,
+    infer_getattr,
     intrinsic,
     lower_builtin,
-    make_attribute_wrapper,
+    lower_getattr,
     models,
     overload,
     overload_attribute,
@@ -522,10 +525,33 @@ def register_cuda_model():
         pass
 
 
-make_attribute_wrapper(StridedViewType, "shape", "shape")
-make_attribute_wrapper(StridedViewType, "strides", "strides")
-make_attribute_wrapper(StridedViewType, "offset", "_slice_offset")
-make_attribute_wrapper(StridedViewType, "limit", "_limit")
+def _member_attribute(member, name):
+    """``view.<name>`` reads the struct member ``member``, in every target.
+
+    Typed from the members themselves (``_cuda_members``), not from a data model as
+    ``make_attribute_wrapper`` types: the CPU has no model for the members of a kernel's
+    float16 view (its ``data`` points to float16), so ``v.shape`` failed to compile there.
+    """
+
+    @infer_getattr
+    class _Member(AttributeTemplate):
+        key = StridedViewType
+
+        def generic_resolve(self, typ, attr):
+            if attr == name:
+                return dict(_cuda_members(typ))[member]
+
+    @lower_getattr(StridedViewType, name)
+    def _lower_member(context, builder, typ, value):
+        struct = cgutils.create_struct_proxy(typ)(context, builder, value=value)
+        member_type = dict(_cuda_members(typ))[member]
+        return impl_ret_borrowed(context, builder, member_type, getattr(struct, member))
+
+
+_member_attribute("shape", "shape")
+_member_attribute("strides", "strides")
+_member_attribute("offset", "_slice_offset")
+_member_attribute("limit", "_limit")
 
 
 def _register_strided_memory_view():
@@ -726,6 +752,16 @@ def _effective_strides(builder, typ, view):
 def _check_element_type(view):
     """TypingError for element access where the target has no type for the elements."""
     dtype = view.dtype
+    if view.readonly and isinstance(dtype, (types.Record, types.NestedArray)):
+        # Numba's records and nested arrays are references to the memory, and Numba lets
+        # every one be written (r.x = 1, r["x"] = 1, r.x[0] = 1): a read-only view must
+        # not hand one out (Python's view gives a read-only copy)
+        raise TypingError(
+            f"elements of a read-only {dtype} view cannot be read in compiled code: a "
+            "structured element is a reference to the view's memory there, which compiled "
+            "code could write through; read a field through a view of it (view(layout, "
+            "dtype=<the field's type>)), or pass a writable view"
+        )
     if not isinstance(dtype, OpaqueElement):
         return
     if dtype.dtype_name == "float16":

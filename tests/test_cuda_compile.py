@@ -119,6 +119,45 @@ def test_element_types(dtype):
     compile_kernel(flip, (view_type(dtype, 1, "C"),))
 
 
+def _half_views():
+    from layoutkit._numba_view import numba_dtype
+
+    yield numba_dtype(np.dtype(np.float16), for_cuda=True)
+    try:
+        import ml_dtypes
+    except ImportError:
+        return
+    yield numba_dtype(np.dtype(ml_dtypes.bfloat16), for_cuda=True)
+
+
+@pytest.mark.parametrize("element", list(_half_views()), ids=str)
+def test_half_precision_views_have_shape_strides_and_layout_in_kernels(element):
+    """Found by helper njitviews: ``view.shape`` of a float16 view failed to compile in a
+    kernel (NotImplementedError: float16), its type read from the CPU's data model."""
+
+    def facts(view, out):
+        sub = view[1:, ::-1]
+        out[0] = view.shape[0] + view.strides[1] + view.size + len(view) + sub.shape[1]
+        out[1] = view.layout.slice_offset + view.permuted((1, 0)).shape[0]
+        out[2] = view.with_layout(view.layout[::2]).strides[0]
+        view[0, 0] = sub[0, 0]
+
+    compile_kernel(facts, (strided_view_type(element, 2, "A"), view_type("i8", 1, "C")))
+
+
+def test_read_only_structured_elements_are_refused_in_kernels():
+    record = numpy_support.from_dtype(np.dtype([("a", np.int32), ("b", np.float64)]))
+
+    def store_field(view):
+        element = view[0]
+        element.a = 1
+
+    compile_kernel(store_field, (strided_view_type(record, 1, "C"),))
+    with pytest.raises(Exception, match="elements of a read-only .* view cannot be read") as info:
+        compile_kernel(store_field, (strided_view_type(record, 1, "C", readonly=True),))
+    assert type(info.value).__name__ == "TypingError"
+
+
 def test_store_into_read_only_view_fails_with_a_clear_message():
     def store(view):
         view[0] = 1.0

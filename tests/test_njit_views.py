@@ -215,6 +215,30 @@ def test_store_into_read_only_view_fails_to_compile():
         store_one(host_view(array))
 
 
+
+@njit
+def store_field(view, value):
+    element = view[1]  # a Numba record: a reference to the view's memory
+    element.a = value
+
+
+@njit
+def store_subarray_field(view, value):
+    view[1].b[0] = value
+
+
+def test_read_only_structured_elements_are_refused_not_written_through():
+    """Found by helper njitviews: ``view[1].a = x`` wrote into read-only memory."""
+    dtype = np.dtype([("a", np.int32), ("b", np.float64, (2,))])
+    array = np.zeros(3, dtype)
+    store_field(host_view(array), 7)  # writable: the element is the view's memory
+    assert array["a"].tolist() == [0, 7, 0]
+    array.setflags(write=False)
+    for store in (store_field, store_subarray_field):
+        with pytest.raises(TypingError, match="elements of a read-only .* view cannot be read"):
+            store(host_view(array), 9)
+    assert array["a"].tolist() == [0, 7, 0] and not array["b"].any()
+
 @njit
 def store_row(view):
     view[0] = 1.0
