@@ -700,6 +700,14 @@ def _resource_location(mr):
         if not host_accessible:
             raise
         device_id = -1
+    if isinstance(device_id, Device):  # cuda.core's test resources answer with the device
+        device_id = device_id.device_id
+    elif type(device_id) is bool or not hasattr(device_id, "__index__"):
+        raise TypeError(
+            f"{type(mr).__name__}.device_id is {device_id!r} of type {type(device_id).__name__}: "
+            "a device ordinal (int) or a Device is needed"
+        )
+    device_id = operator.index(device_id)
     return _driver.Location(device_id, device_accessible, host_accessible, bool(mr.is_managed))
 
 
@@ -1059,6 +1067,10 @@ class Device:
     @property
     def device_id(self):
         """The device ordinal."""
+        return self._device_id
+
+    def __int__(self):
+        """The device ordinal, as cuda.core's ``int(device)`` gives it."""
         return self._device_id
 
     @property

@@ -672,3 +672,17 @@ def test_many_exports_leak_nothing():
     tracemalloc.stop()
     assert sys.getrefcount(view) == references
     assert growth < 16 * 1024, f"{growth} bytes still allocated after 100,000 exports"
+
+
+@pytest.mark.parametrize("dl_device", [(), (1,), 5, "cpu", (1.0, 0)])
+def test_a_dl_device_that_is_no_device_pair_is_a_buffer_error(dl_device):
+    """cuda.core 1.2.2 raises BufferError for every dl_device it does not serve (its
+    test_buffer_dunder_dlpack passes ``dl_device=()``); the error is a TypeError too."""
+    from layoutkit import Buffer
+
+    a = np.zeros(16, np.uint8)
+    for exporter in (Buffer.from_handle(a.ctypes.data, 16, owner=a), StridedMemoryView.from_dlpack(a, -1)):
+        with pytest.raises(BufferError, match="dl_device must be None or a"):
+            exporter.__dlpack__(dl_device=dl_device)
+        with pytest.raises(TypeError, match="dl_device must be None or a"):
+            exporter.__dlpack__(dl_device=dl_device)

@@ -647,6 +647,24 @@ class NullResource(CtypesHostResource):
         return False
 
 
+@pytest.mark.parametrize("device_id", ["zero", True, 1.0])
+def test_a_resource_device_id_that_is_no_ordinal_is_refused(device_id):
+    """A resource's ``device_id`` went unread into the location record, and later compared
+    (``'>=' not supported``); it must be an ordinal, or a Device as cuda.core's own test
+    resources answer (tests/test_memory_cuda.py)."""
+
+    class Odd(CtypesHostResource):
+        @property
+        def device_id(self):
+            return device_id
+
+    view = StridedMemoryView.from_buffer(
+        Odd().allocate(size=64), StridedLayout.dense((8,), 8), np.float64
+    )
+    with pytest.raises(TypeError, match=r"Odd.device_id is .* a device ordinal \(int\) or a Device"):
+        view.copy_from(np.ones(8))
+
+
 def test_buffer_initialization_reads_each_resource_property_on_its_own():
     buffer = CtypesHostResource().allocate(size=1024)
     assert buffer.handle != 0 and buffer.size == 1024

@@ -254,3 +254,35 @@ def test_buffer_copy_to_copy_from_and_fill_on_the_gpu(device, kind):
         assert copy_out(dst.ptr, 1024).tobytes() == expected * (1024 // len(expected))
     with pytest.raises(ValueError, match="sizes mismatch"):
         src.copy_to(mr.allocate(512), stream=stream)
+
+
+def test_a_resource_may_answer_device_id_with_a_device(device):
+    """cuda.core's test resources (DummyUnifiedMemoryResource) return the Device itself as
+    their device_id; copies through their buffers failed comparing it ('>=' not supported)."""
+    from layoutkit import MemoryResource, StridedMemoryView
+
+    class Unified(MemoryResource):
+        def __init__(self, device):
+            self.device = device
+
+        def allocate(self, size, stream=None):
+            return Buffer.from_handle(_driver.mem_alloc_managed(size), size, mr=self)
+
+        def deallocate(self, ptr, size, stream=None):
+            _driver.mem_free(ptr)
+
+        is_device_accessible = property(lambda self: True)
+        is_host_accessible = property(lambda self: True)
+        device_id = property(lambda self: self.device)
+
+    assert int(device) == device.device_id
+    source, target = Unified(device).allocate(1024), Unified(device).allocate(1024)
+    layout = StridedLayout.dense((1024,), 1)
+    data = (np.arange(1024) % 251).astype(np.uint8)
+    StridedMemoryView.from_buffer(source, layout, np.uint8).copy_from(data)
+    source.copy_to(target, stream=device.create_stream())
+    device.sync()
+    out = np.asarray(StridedMemoryView.from_buffer(target, layout, np.uint8))
+    assert (out == data).all()
+    source.close()
+    target.close()

@@ -233,13 +233,19 @@ def refuse_copy(copy, what):
 _NUMPY_BOOLS = ("bool", "bool_")  # numpy.bool (2.x) and numpy.bool_, without importing NumPy
 
 
+class _DeviceRequestError(BufferError, TypeError):
+    """A ``dl_device`` that is no device pair: ``BufferError`` as cuda.core 1.2.2 raises for
+    every ``dl_device`` it does not serve, and ``TypeError`` for a value of the wrong kind."""
+
+
 def requested_device(dl_device):
     """``__dlpack__``'s ``dl_device`` as a ``(device_type, device_id)`` tuple of ints, or None.
 
     Raises
     ------
-    TypeError
-        For anything but ``None`` or a pair (tuple or list) of integers, naming the value.
+    BufferError, TypeError
+        For anything but ``None`` or a pair (tuple or list) of integers, naming the value
+        (one exception of both classes).
 
     Examples
     --------
@@ -248,7 +254,7 @@ def requested_device(dl_device):
     >>> requested_device(5)
     Traceback (most recent call last):
     ...
-    TypeError: dl_device must be None or a (device_type, device_id) tuple of ints, got 5 of type int
+    layoutkit.interop.dlpack._DeviceRequestError: dl_device must be None or a (device_type, device_id) tuple of ints, got 5 of type int
     """
     if dl_device is None:
         return None
@@ -256,7 +262,7 @@ def requested_device(dl_device):
         device_type, device_id = index_entry(dl_device[0]), index_entry(dl_device[1])
         if device_type is not None and device_id is not None:
             return (device_type, device_id)
-    raise TypeError(
+    raise _DeviceRequestError(
         "dl_device must be None or a (device_type, device_id) tuple of ints, got "
         f"{_shown(dl_device)} of type {type(dl_device).__name__}"
     )
