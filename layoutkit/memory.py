@@ -280,7 +280,8 @@ class Buffer(metaclass=SealedClass):
             pending = finalizer.detach()
             if pending is None:
                 return
-            _, deallocate, (ptr, size, _recorded_stream), _ = pending
+            deallocate, (ptr, size, _recorded_stream) = pending[1:3]
+            del pending  # it holds the keeper, which the count below must not see
             finalizer = _deallocation(keeper, deallocate, ptr, size, stream)
         if sys.getrefcount(keeper) <= 2:  # this frame's name and the argument: no view left
             finalizer()  # now, so that an error of deallocate propagates

@@ -14,13 +14,19 @@ import gc
 
 import numpy as np
 from helpers.hostile import Cases, note
-from helpers.hostile_checks import DOCUMENTED_OR_HOSTILE, check, refused, refused_or_ok
+from helpers.hostile_checks import (
+    DOCUMENTED_OR_HOSTILE,
+    HostileError,
+    check,
+    refused,
+    refused_or_ok,
+)
 from helpers.hostile_objects import IntSubclass, NonIntIndex, RaisingIndex
 from helpers.hostile_strategies import fuzz_settings, int_likes, junk
 from hypothesis import given
 from hypothesis import strategies as st
 
-from layoutkit import Buffer, HostMemoryResource, StridedLayout, StridedMemoryView
+from layoutkit import Buffer, HostMemoryResource, MemoryResource, StridedLayout, StridedMemoryView
 
 cases = Cases(__name__)
 
@@ -151,6 +157,43 @@ def from_handle_rejects_bad_mr_owner_stream():
                    dict(stream=1), dict(mr="host")):  # fmt: skip
         refused(Buffer.from_handle, array.ctypes.data, 32, what=f"from_handle(..., **{kwargs})",
                 **kwargs)  # fmt: skip
+
+
+class _RefusingResource(MemoryResource):
+    """A user resource whose ``deallocate`` records its call, then raises."""
+
+    def __init__(self):
+        self.calls = []
+
+    def allocate(self, size, stream=None):
+        return Buffer.from_handle(0x10000, size, mr=self, stream=stream)
+
+    def deallocate(self, ptr, size, stream=None):
+        self.calls.append(stream)
+        raise HostileError("deallocate refuses")
+
+    device_id = -1
+    is_device_accessible = False
+    is_host_accessible = True
+
+
+@cases.case
+def close_with_a_stream_propagates_deallocate_errors():
+    """``close(stream)`` ran ``deallocate`` only as this frame died (the detached
+    finalizer's tuple still held the allocation), so its error was printed as "Exception
+    ignored" instead of raised, as ``close()`` raises it. Both now raise, once, on the
+    stream given."""
+    for stream in (None, 0, 7):
+        resource = _RefusingResource()
+        buffer = resource.allocate(8, stream=3)
+        refused(buffer.close, stream, what=f"close({stream!r}) of a failing deallocate",
+                classes=(HostileError,))  # fmt: skip
+        check(buffer.is_closed, f"close({stream!r}): a failed deallocate left it open")
+        buffer.close(stream)
+        del buffer
+        gc.collect()
+        expected = [3 if stream is None else stream]
+        check(resource.calls == expected, f"close({stream!r}): deallocate calls {resource.calls}")
 
 
 def _fuzz_from_handle(data):
