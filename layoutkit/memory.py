@@ -1020,8 +1020,9 @@ class ManagedMemoryResource(MemoryResource):
 class Device:
     """A CUDA device: its id, its primary context and its default memory resource.
 
-    ``Device(n)`` returns the same object for the same ``n``. The id is checked
-    against the devices the driver reports.
+    ``Device(n)`` returns the same object for the same ``n``; so do ``copy.copy``,
+    ``copy.deepcopy`` and a pickle round trip of it. The id is checked against the devices
+    the driver reports.
 
     Parameters
     ----------
@@ -1056,6 +1057,11 @@ class Device:
         device._device_id = device_id
         device._memory_resource = None
         return cls._instances.setdefault(device_id, device)
+
+    def __reduce__(self):
+        # Device(n) again, one object per id: the default reduction (object.__new__ via
+        # Device.__new__() then the pickled slots) wrote device n's id into Device(0)
+        return type(self), (self._device_id,)
 
     @property
     def device_id(self):
