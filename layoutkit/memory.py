@@ -674,6 +674,7 @@ def _copy_bytes(dst, src, stream, operation):
 def _fill_pattern(value):
     """The bytes ``Buffer.fill`` repeats: one for an int, a buffer's 1, 2 or 4 otherwise."""
     if isinstance(value, int):
+        value = operator.index(value)  # a plain int: a subclass's comparisons may lie
         if not 0 <= value < 256:
             raise OverflowError(f"fill value {value} must be in [0, 256) (one byte)")
         return bytes((value,))

@@ -196,6 +196,33 @@ def close_with_a_stream_propagates_deallocate_errors():
         check(resource.calls == expected, f"close({stream!r}): deallocate calls {resource.calls}")
 
 
+class _LyingComparisons(int):
+    """An ``int`` subclass that says it lies in every range."""
+
+    def __lt__(self, other):
+        return True
+
+    __le__ = __lt__
+
+    def __gt__(self, other):
+        return False
+
+    __ge__ = __gt__
+
+
+@cases.case
+def fill_reads_an_int_subclass_as_its_value():
+    """``fill(v)`` compared ``v`` itself with ``[0, 256)``: a subclass's comparisons passed
+    it, and ``bytes((v,))`` raised a message naming neither the argument nor the value."""
+    buffer = HostMemoryResource().allocate(8)
+    for value in (1000, -1):
+        error = refused(buffer.fill, _LyingComparisons(value), classes=(OverflowError,))
+        check(f"fill value {value} " in str(error), f"fill({value}): {error}")
+    buffer.fill(_LyingComparisons(7))
+    check(ctypes.string_at(buffer.ptr, 8) == b"\x07" * 8, "fill(7) of a subclass")
+    buffer.close()
+
+
 def _fuzz_from_handle(data):
     ptr = data.draw(
         st.one_of(int_likes, junk, st.builds(ctypes.c_void_p, st.integers(0, 2**64 - 1)))
