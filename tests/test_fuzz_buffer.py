@@ -17,6 +17,7 @@ from helpers.hostile import Cases, note
 from helpers.hostile_checks import (
     DOCUMENTED_OR_HOSTILE,
     HostileError,
+    Poisoned,
     check,
     refused,
     refused_or_ok,
@@ -26,6 +27,7 @@ from helpers.hostile_strategies import fuzz_settings, int_likes, junk
 from hypothesis import given
 from hypothesis import strategies as st
 
+import layoutkit
 from layoutkit import Buffer, HostMemoryResource, MemoryResource, StridedLayout, StridedMemoryView
 
 cases = Cases(__name__)
@@ -194,6 +196,51 @@ def close_with_a_stream_propagates_deallocate_errors():
         gc.collect()
         expected = [3 if stream is None else stream]
         check(resource.calls == expected, f"close({stream!r}): deallocate calls {resource.calls}")
+
+
+class _InaccessibleResource(MemoryResource):
+    """cuda.core's NullMemoryResource: memory neither the host nor a device can access
+    (here canary host memory, to see whether anything touched it)."""
+
+    def __init__(self):
+        self.block = Poisoned(64)
+
+    def allocate(self, size, stream=None):
+        return Buffer.from_handle(self.block.address, size, mr=self)
+
+    def deallocate(self, ptr, size, stream=None):
+        pass
+
+    device_id = -1
+    is_device_accessible = False
+    is_host_accessible = False
+
+
+@cases.case
+def memory_neither_host_nor_device_accessible_is_not_copied():
+    """Copies took memory that is not device-accessible for host memory: ``fill``,
+    ``copy_to`` / ``copy_from`` and ``layoutkit.copy`` wrote (and read) memory whose
+    resource says the host cannot access it, while indexing and ``__dlpack__`` refused
+    it. Copies now refuse it (``BufferError``) before touching it."""
+    resource = _InaccessibleResource()
+    buffer = resource.allocate(64)
+    host = HostMemoryResource().allocate(64)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((64,), 1), np.uint8)
+    doors = {
+        "fill": lambda: buffer.fill(1),
+        "copy_from(host)": lambda: buffer.copy_from(host),
+        "copy_to(host)": lambda: buffer.copy_to(host),
+        "host.copy_from": lambda: host.copy_from(buffer),
+        "copy(view, ndarray)": lambda: layoutkit.copy(view, np.ones(64, np.uint8)),
+        "copy(ndarray, view)": lambda: layoutkit.copy(np.ones(64, np.uint8), view),
+        "view.copy_from(view)": lambda: view.copy_from(view[::-1]),
+        "__dlpack__": buffer.__dlpack__,
+    }
+    for name, door in doors.items():
+        refused(door, what=name, classes=(BufferError,))
+        resource.block.untouched(name)
+    buffer.close()
+    host.close()
 
 
 class _LyingComparisons(int):
