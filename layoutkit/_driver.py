@@ -387,7 +387,7 @@ def stream_handle(stream):
     TypeError
         For anything else (floats, bools, strings, unrelated objects).
     ValueError
-        For a handle outside ``[0, 2**64)``.
+        For a handle outside ``[0, 2**64)``, or a ``__cuda_stream__`` version other than 0.
 
     Examples
     --------
@@ -426,6 +426,13 @@ def _stream_object(stream):
         if type(info) is not tuple or len(info) != 2:
             raise TypeError(
                 f"__cuda_stream__ must return (version, handle), got {_shown(info)} from "
+                f"{_shown(stream)}"
+            )
+        version = info[0]
+        if type(version) is bool or not isinstance(version, numbers.Integral) or version != 0:
+            # as cuda.core: a later version may mean something else by the second member
+            raise ValueError(
+                f"__cuda_stream__ must return protocol version 0, got {_shown(version)} from "
                 f"{_shown(stream)}"
             )
         return _stream_value(info[1], stream)

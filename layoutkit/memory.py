@@ -280,7 +280,8 @@ class Buffer(metaclass=SealedClass):
             pending = finalizer.detach()
             if pending is None:
                 return
-            _, deallocate, (ptr, size, _recorded_stream), _ = pending
+            deallocate, (ptr, size, _recorded_stream) = pending[1:3]
+            del pending  # it holds the keeper, which the count below must not see
             finalizer = _deallocation(keeper, deallocate, ptr, size, stream)
         if sys.getrefcount(keeper) <= 2:  # this frame's name and the argument: no view left
             finalizer()  # now, so that an error of deallocate propagates
@@ -673,6 +674,7 @@ def _copy_bytes(dst, src, stream, operation):
 def _fill_pattern(value):
     """The bytes ``Buffer.fill`` repeats: one for an int, a buffer's 1, 2 or 4 otherwise."""
     if isinstance(value, int):
+        value = operator.index(value)  # a plain int: a subclass's comparisons may lie
         if not 0 <= value < 256:
             raise OverflowError(f"fill value {value} must be in [0, 256) (one byte)")
         return bytes((value,))
@@ -1027,8 +1029,9 @@ class ManagedMemoryResource(MemoryResource):
 class Device:
     """A CUDA device: its id, its primary context and its default memory resource.
 
-    ``Device(n)`` returns the same object for the same ``n``. The id is checked
-    against the devices the driver reports.
+    ``Device(n)`` returns the same object for the same ``n``; so do ``copy.copy``,
+    ``copy.deepcopy`` and a pickle round trip of it. The id is checked against the devices
+    the driver reports.
 
     Parameters
     ----------
@@ -1063,6 +1066,11 @@ class Device:
         device._device_id = device_id
         device._memory_resource = None
         return cls._instances.setdefault(device_id, device)
+
+    def __reduce__(self):
+        # Device(n) again, one object per id: the default reduction (object.__new__ via
+        # Device.__new__() then the pickled slots) wrote device n's id into Device(0)
+        return type(self), (self._device_id,)
 
     @property
     def device_id(self):

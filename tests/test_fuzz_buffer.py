@@ -14,13 +14,21 @@ import gc
 
 import numpy as np
 from helpers.hostile import Cases, note
-from helpers.hostile_checks import DOCUMENTED_OR_HOSTILE, check, refused, refused_or_ok
+from helpers.hostile_checks import (
+    DOCUMENTED_OR_HOSTILE,
+    HostileError,
+    Poisoned,
+    check,
+    refused,
+    refused_or_ok,
+)
 from helpers.hostile_objects import IntSubclass, NonIntIndex, RaisingIndex
 from helpers.hostile_strategies import fuzz_settings, int_likes, junk
 from hypothesis import given
 from hypothesis import strategies as st
 
-from layoutkit import Buffer, HostMemoryResource, StridedLayout, StridedMemoryView
+import layoutkit
+from layoutkit import Buffer, HostMemoryResource, MemoryResource, StridedLayout, StridedMemoryView
 
 cases = Cases(__name__)
 
@@ -151,6 +159,115 @@ def from_handle_rejects_bad_mr_owner_stream():
                    dict(stream=1), dict(mr="host")):  # fmt: skip
         refused(Buffer.from_handle, array.ctypes.data, 32, what=f"from_handle(..., **{kwargs})",
                 **kwargs)  # fmt: skip
+
+
+class _RefusingResource(MemoryResource):
+    """A user resource whose ``deallocate`` records its call, then raises."""
+
+    def __init__(self):
+        self.calls = []
+
+    def allocate(self, size, stream=None):
+        return Buffer.from_handle(0x10000, size, mr=self, stream=stream)
+
+    def deallocate(self, ptr, size, stream=None):
+        self.calls.append(stream)
+        raise HostileError("deallocate refuses")
+
+    device_id = -1
+    is_device_accessible = False
+    is_host_accessible = True
+
+
+@cases.case
+def close_with_a_stream_propagates_deallocate_errors():
+    """``close(stream)`` ran ``deallocate`` only as this frame died (the detached
+    finalizer's tuple still held the allocation), so its error was printed as "Exception
+    ignored" instead of raised, as ``close()`` raises it. Both now raise, once, on the
+    stream given."""
+    for stream in (None, 0, 7):
+        resource = _RefusingResource()
+        buffer = resource.allocate(8, stream=3)
+        refused(buffer.close, stream, what=f"close({stream!r}) of a failing deallocate",
+                classes=(HostileError,))  # fmt: skip
+        check(buffer.is_closed, f"close({stream!r}): a failed deallocate left it open")
+        buffer.close(stream)
+        del buffer
+        gc.collect()
+        expected = [3 if stream is None else stream]
+        check(resource.calls == expected, f"close({stream!r}): deallocate calls {resource.calls}")
+
+
+class _InaccessibleResource(MemoryResource):
+    """cuda.core's NullMemoryResource: memory neither the host nor a device can access
+    (here canary host memory, to see whether anything touched it)."""
+
+    def __init__(self):
+        self.block = Poisoned(64)
+
+    def allocate(self, size, stream=None):
+        return Buffer.from_handle(self.block.address, size, mr=self)
+
+    def deallocate(self, ptr, size, stream=None):
+        pass
+
+    device_id = -1
+    is_device_accessible = False
+    is_host_accessible = False
+
+
+@cases.case
+def memory_neither_host_nor_device_accessible_is_not_copied():
+    """Copies took memory that is not device-accessible for host memory: ``fill``,
+    ``copy_to`` / ``copy_from`` and ``layoutkit.copy`` wrote (and read) memory whose
+    resource says the host cannot access it, while indexing and ``__dlpack__`` refused
+    it. Copies now refuse it (``BufferError``) before touching it."""
+    resource = _InaccessibleResource()
+    buffer = resource.allocate(64)
+    host = HostMemoryResource().allocate(64)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((64,), 1), np.uint8)
+    doors = {
+        "fill": lambda: buffer.fill(1),
+        "copy_from(host)": lambda: buffer.copy_from(host),
+        "copy_to(host)": lambda: buffer.copy_to(host),
+        "host.copy_from": lambda: host.copy_from(buffer),
+        "copy(view, ndarray)": lambda: layoutkit.copy(view, np.ones(64, np.uint8)),
+        "copy(ndarray, view)": lambda: layoutkit.copy(np.ones(64, np.uint8), view),
+        "view.copy_from(view)": lambda: view.copy_from(view[::-1]),
+        "__dlpack__": buffer.__dlpack__,
+    }
+    for name, door in doors.items():
+        refused(door, what=name, classes=(BufferError,))
+        resource.block.untouched(name)
+    buffer.close()
+    host.close()
+
+
+class _LyingComparisons(int):
+    """An ``int`` subclass that says it lies in every range."""
+
+    def __lt__(self, other):
+        return True
+
+    __le__ = __lt__
+
+    def __gt__(self, other):
+        return False
+
+    __ge__ = __gt__
+
+
+@cases.case
+def fill_reads_an_int_subclass_as_its_value():
+    """``fill(v)`` compared ``v`` itself with ``[0, 256)``: a subclass's comparisons passed
+    it, and ``bytes((v,))`` raised a message naming neither the argument nor the value."""
+    buffer = HostMemoryResource().allocate(8)
+    for value in (1000, -1):
+        error = refused(buffer.fill, _LyingComparisons(value), classes=(OverflowError,))
+        check(f"fill value {value} " in str(error), f"fill({value}): {error}")
+    buffer.fill(_LyingComparisons(7))
+    check(ctypes.string_at(buffer.ptr, 8) == b"\x07" * 8, "fill(7) of a subclass")
+    buffer.close()
 
 
 def _fuzz_from_handle(data):

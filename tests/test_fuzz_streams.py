@@ -7,7 +7,8 @@ an object naming one (``__cuda_stream__() -> (version, handle)``, ``.cuda_stream
 before anything is imported, allocated, copied or freed, also where a host operation
 would ignore the stream. Before, host doors ignored the stream unread: ``Buffer.close
 (stream="x")`` freed the memory, ``copy(dst, src, stream=1.5)`` copied, and a
-``__cuda_stream__`` that raised escaped as its own exception class.
+``__cuda_stream__`` that raised escaped as its own exception class, and one of a
+protocol version other than 0 was read as if it were version 0.
 """
 
 import functools
@@ -70,6 +71,10 @@ BAD_STREAMS = {
     "protocol_str_handle": ProtocolStream((0, "x")),
     "protocol_negative_handle": ProtocolStream((0, -1)),
     "protocol_huge_handle": ProtocolStream((0, 2**64)),
+    # only version 0 exists; a handle read from another version's tuple went unchecked
+    "protocol_version_1": ProtocolStream((1, 5)),
+    "protocol_version_false": ProtocolStream((False, 5)),
+    "protocol_version_float": ProtocolStream((0.0, 5)),
     "protocol_raises_runtime": ProtocolStream(RuntimeError("boom")),
     "protocol_raises_key": ProtocolStream(KeyError("k")),
     "protocol_raises_attribute": ProtocolStream(AttributeError("a")),
@@ -174,7 +179,8 @@ def good_streams_still_work_on_host():
     """None, handles, -1 (DLPack doors) and protocol objects are accepted; host copies
     ignore them."""
     array = np.arange(4.0)
-    for stream in (None, 0, 7, np.uint64(5), ProtocolStream((0, 9))):
+    for stream in (None, 0, 7, np.uint64(5), ProtocolStream((0, 9)),
+                   ProtocolStream((np.int64(0), 9))):
         dst = np.zeros(4)
         layoutkit.copy(dst, array, stream=stream)
         check(dst.tolist() == array.tolist(), f"copy with stream {stream!r}")

@@ -609,6 +609,19 @@ def test_device_is_one_object_per_id_with_one_memory_resource(monkeypatch):
     assert ("set_current_device", 1) in fake.calls and ("synchronize_device", 1) in fake.calls
 
 
+def test_device_copies_and_pickles_are_the_device_itself(monkeypatch):
+    """A pickle round trip (or a copy) of Device(1) made Device.__new__() (Device(0)) and
+    set the pickled slots on it: Device(0).device_id became 1, and its allocations went to
+    device 1."""
+    FakeDeviceDriver(monkeypatch)
+    zero, one = Device(0), Device(1)
+    one.memory_resource  # noqa: B018 (a slot the default reduction copied as well)
+    for duplicate in (copy.copy, copy.deepcopy, lambda d: pickle.loads(pickle.dumps(d))):
+        assert duplicate(one) is one and duplicate(zero) is zero
+    assert (zero.device_id, Device(0).device_id, Device(1).device_id) == (0, 0, 1)
+    assert zero.memory_resource.device_id == 0
+
+
 @pytest.mark.skipif(_driver.driver_found(), reason="a CUDA driver is installed here")
 def test_device_without_a_driver_says_so():
     with pytest.raises(RuntimeError, match="^no CUDA driver was found"):

@@ -165,6 +165,22 @@ def _described(view, layout):
     return np.asarray(_Description(view.ptr, layout))
 
 
+def _device_side(view, name):
+    """Whether the copy reaches ``view``'s memory as device memory. Memory that is not
+    device-accessible is read or written by the host, so it must be host-accessible: a
+    memory resource may say its memory is neither (``BufferError``, as its buffers'
+    ``__dlpack__`` says)."""
+    location = view._where()
+    if location.is_device_accessible:
+        return True
+    if not location.is_host_accessible:
+        raise BufferError(
+            f"{name}: the memory is neither device-accessible nor host-accessible (its "
+            "memory resource says so); nothing can copy it"
+        )
+    return False
+
+
 def copy(dst, src, stream=None):
     """Copy every element of ``src`` into ``dst``: any layouts, host or device.
 
@@ -200,7 +216,8 @@ def copy(dst, src, stream=None):
     TypeError
         When an argument is neither a view nor an array, or the dtypes (itemsizes) differ.
     BufferError
-        When a view's buffer was closed, or a view describes a null pointer with elements.
+        When a view's buffer was closed, a view describes a null pointer with elements,
+        or its memory is neither device- nor host-accessible.
     ValueError
         When the shapes do not broadcast, ``dst`` is read-only or not unique (a
         broadcast), the views share device-accessible memory, or they live on different
@@ -242,10 +259,12 @@ def copy(dst, src, stream=None):
     check_layouts(dst_layout, src_layout)
     if dst_layout.volume == 0:
         return
+    dst_on_device = _device_side(dst, "dst")
+    src_on_device = _device_side(src, "src")
     if shares_bytes(dst, src, dst_layout, src_layout):
         if dst.ptr == src.ptr and _same_elements(dst_layout, src_layout):
             return
-        if src._where()[1]:  # device, pinned or managed: the host must not read it now
+        if src_on_device:  # device, pinned or managed: the host must not read it now
             raise ValueError(
                 "dst and src share device-accessible memory; copy src into a temporary "
                 "first (e.g. a dense copy) and copy that into dst"
@@ -255,9 +274,7 @@ def copy(dst, src, stream=None):
         # opaque items, so every byte moves as in a direct copy (a struct's padding too)
         src = as_copy_view(np.array(_described(src, src.layout)), "src", stream)
         src_own_layout = _without_leading_units(dst_layout, src.layout)
-        src_layout = _broadcast(dst_layout, src.layout)
-    dst_on_device = bool(dst.is_device_accessible)
-    src_on_device = bool(src.is_device_accessible)
+        src_layout = _broadcast(dst_layout, src.layout)  # host memory, as src was
     plan = planned(dst_layout, src_layout, dst.ptr, src.ptr, dst_on_device, src_on_device)
     if not dst_on_device and not src_on_device:
         from layoutkit.copy.cpu import run_host_plan
