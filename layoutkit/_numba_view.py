@@ -368,10 +368,12 @@ def check_view_accessible(view, name, on_device, device_id=None):
                 f"{name}: the view lives on device {view.device_id} but the kernel runs on "
                 f"device {device_id}"
             )
-    elif device_accessible and not _is_host_accessible(view):
+    elif not _is_host_accessible(view):  # the host cannot reach it: device-only, or neither
+        what = f"a device-only view (device_id={view.device_id})" if device_accessible else (
+            "a view of memory neither the host nor a device can access"
+        )
         raise ValueError(
-            f"{name}: a device-only view (device_id={view.device_id}) cannot be passed to "
-            "@njit code; copy it to host memory first"
+            f"{name}: {what} cannot be passed to @njit code; copy it to host memory first"
         )
 
 
@@ -403,8 +405,7 @@ def view_record(view):
     shape = layout.shape
     ndim = len(shape)
     flags = 0
-    _, device_accessible, host_accessible, _ = view._where()  # no Buffer made for it
-    if not device_accessible or host_accessible:
+    if view._where()[2]:  # host-accessible (no Buffer made for it)
         flags |= _HOST_ACCESSIBLE
     packer = _PACKERS.get(ndim)
     if packer is None:

@@ -239,6 +239,11 @@ def memory_neither_host_nor_device_accessible_is_not_copied():
     for name, door in doors.items():
         refused(door, what=name, classes=(BufferError,))
         resource.block.untouched(name)
+    # nor may @njit code read it (the view's record took "not device-accessible" for host)
+    from numba import njit
+
+    first = njit(lambda v: v[0])
+    refused(first, view, what="@njit read", classes=(ValueError,))
     buffer.close()
     host.close()
 
