@@ -82,17 +82,49 @@ class SealedClass(type):
     may be set or deleted later on the base or any subclass (``Sub.layout = property(...)``
     would otherwise pass the check made when ``Sub`` was defined).
 
+    Every class the attribute lookup of a subclass's objects passes before the base is
+    sealed too: a mixin must be listed after the layoutkit class (``class
+    Sub(StridedMemoryView, Mixin)``), since a mixin ahead of it could be given a
+    ``layout`` later, where this metaclass does not see it. ``__getattribute__`` is the
+    base's own (its objects' every attribute read goes through it), so neither a subclass
+    nor a mixin after the base replaces it, and the subclass's metaclass is this one
+    (a metaclass of its own could set attributes past :meth:`__setattr__`).
+
     Raises
     ------
     TypeError
-        Naming the attribute.
+        Naming the attribute, the mixin or the metaclass.
     """
+
+    def __new__(mcs, name, bases, namespace, **kwargs):
+        if not any(isinstance(base, SealedClass) for base in bases):
+            # a sealed base owns the lookup of its objects' attributes: otherwise a mixin
+            # listed after it (object's comes last) could supply one
+            namespace = {"__getattribute__": object.__getattribute__, **namespace}
+        return super().__new__(mcs, name, bases, namespace, **kwargs)
 
     def __init__(cls, name, bases, namespace, **kwargs):
         super().__init__(name, bases, namespace, **kwargs)
         base = _sealed_base(cls)
-        if base is not cls:
-            refuse_redefinitions(cls, base)
+        if base is cls:
+            return
+        if type(cls) is not SealedClass:
+            raise TypeError(
+                f"{cls.__qualname__} has the metaclass {type(cls).__qualname__}: a "
+                f"{base.__name__} subclass has layoutkit's own (SealedClass), since another "
+                f"could replace the {base.__name__}'s attributes after the check made here"
+            )
+        mro = cls.__mro__
+        ahead = [kind for kind in mro[: mro.index(base)] if not isinstance(kind, SealedClass)]
+        if ahead:
+            raise TypeError(
+                f"{cls.__qualname__} lists {', '.join(k.__qualname__ for k in ahead)} before "
+                f"{base.__name__}: list mixins after it (class {cls.__name__}("
+                f"{base.__name__}, {ahead[0].__name__})), since an attribute given to a mixin "
+                f"ahead of it later would replace the {base.__name__}'s own, which layoutkit "
+                "trusts to address memory"
+            )
+        refuse_redefinitions(cls, base)
 
     def __setattr__(cls, name, value):
         _refuse_replacing(cls, name, "set")
@@ -108,9 +140,16 @@ def _sealed_base(cls):
     return [kind for kind in cls.__mro__ if isinstance(kind, SealedClass)][-1]
 
 
+def _trusted(name, base):
+    """Whether ``name`` is one of ``base``'s attributes that layoutkit trusts: every one
+    but the special methods, and ``__getattribute__`` (through which all are read)."""
+    special = name.startswith("__") and name.endswith("__") and name != "__getattribute__"
+    return not special and hasattr(base, name)
+
+
 def _refuse_replacing(cls, name, how):
     base = _sealed_base(cls)
-    if not (name.startswith("__") and name.endswith("__")) and hasattr(base, name):
+    if _trusted(name, base):
         raise TypeError(
             f"cannot {how} {cls.__qualname__}.{name}: it is {base.__name__}'s own, which "
             "layoutkit trusts to address memory"
@@ -124,7 +163,7 @@ def refuse_redefinitions(subclass, base):
     state as facts it validated, and hands them to kernels that do not check: a subclass
     redefining them (``ptr = property(lambda self: 8)``) would have copies and compiled
     code write where it says. Subclasses may add attributes and methods, and define the
-    special (dunder) methods.
+    special (dunder) methods but ``__getattribute__``.
 
     Raises
     ------
@@ -137,7 +176,7 @@ def refuse_redefinitions(subclass, base):
         name
         for kind in ahead
         for name in vars(kind)
-        if not (name.startswith("__") and name.endswith("__")) and hasattr(base, name)
+        if _trusted(name, base)
     })  # fmt: skip
     if redefined:
         raise TypeError(

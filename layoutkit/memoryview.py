@@ -262,14 +262,16 @@ class StridedMemoryView(metaclass=SealedClass):
         (copies, exports, element access, kernels, ``@njit``, :attr:`buffer`, sub-views)
         raises ``BufferError`` (see :func:`check_memory`).
 
-        A producer whose type has a fast path (:mod:`layoutkit.interop.fastpaths`) is
-        read through it when that gives device-accessible memory, as cuda.core 1.2.2
-        reads ``torch.Tensor`` through its torch bridge whichever door is used: torch
-        still exports version 2, which this door refuses from other producers. The view
-        then describes what the interface would: C-contiguous memory has implicit
-        strides (``strides is None``), as CuPy, Numba and torch export it.
+        A producer whose type has the interface and a fast path
+        (:mod:`layoutkit.interop.fastpaths`) is read through the fast path when that
+        gives device-accessible memory, as cuda.core 1.2.2 reads ``torch.Tensor``
+        through its torch bridge whichever door is used: torch still exports version 2,
+        which this door refuses from other producers. An object without the interface is
+        refused, whatever else it exports. The view then describes what the interface
+        would: C-contiguous memory has implicit strides (``strides is None``), as CuPy,
+        JAX and torch export it, and a view's own (explicit) strides for a view.
         """
-        if stream_ptr is not None:
+        if stream_ptr is not None and _has(type(obj), "__cuda_array_interface__"):
             if type(stream_ptr) is not int or not -1 <= stream_ptr < _STREAMS:
                 stream_ptr = _dlpack.consumer_stream(stream_ptr)  # refused, or read
             record = fast_record(obj, stream_ptr, False)
@@ -277,7 +279,9 @@ class StridedMemoryView(metaclass=SealedClass):
                 record.location.is_device_accessible
             ):
                 layout = record.layout
-                if layout.strides is not None and layout.is_contiguous_c:
+                if layout.strides is not None and layout.is_contiguous_c and not (
+                    issubclass(type(obj), StridedMemoryView)  # its interface is explicit
+                ):
                     record = record._replace(
                         layout=StridedLayout(layout.shape, None, layout.itemsize)
                     )

@@ -208,6 +208,44 @@ def trusted_attributes_cannot_be_replaced_after_the_class_exists():
 
 
 @cases.case
+def trusted_attributes_cannot_be_replaced_through_mixins_or_lookup():
+    """Found by helper review: past the class's own seal, three ordinary class definitions
+    made ``copy`` write 8 doubles into an 8-byte array (a segfault with 10**6): a mixin
+    listed before the view class, given ``layout = property(...)`` after the subclass
+    existed; a subclass defining ``__getattribute__`` (special methods were exempt); and
+    a mixin after the view class given ``__getattribute__`` later (the view's came from
+    ``object``, after the mixin). A metaclass of the subclass's own could set attributes
+    past the seal. Mixins ahead and other metaclasses are refused when the class is
+    defined; ``__getattribute__`` is the view's own; mixins after it still work."""
+    view_class = layoutkit.StridedMemoryView
+    lie = StridedLayout.dense((8,), 8)
+
+    def lying_lookup(self, name):
+        return lie if name == "layout" else object.__getattribute__(self, name)
+
+    mixin = type("Mixin", (), {})
+    exc = refused(type, "Sub", (mixin, view_class), {}, what="a mixin ahead of the view class",
+                  classes=(TypeError,))  # fmt: skip
+    check("Mixin" in str(exc) and "after" in str(exc), f"the refusal does not say why: {exc}")
+    refused(type, "Sub", (view_class,), {"__getattribute__": lying_lookup},
+            what="a subclass defining __getattribute__", classes=(TypeError,))  # fmt: skip
+    meta = type("Meta", (type(view_class),), {"__setattr__": type.__setattr__})
+    refused(meta, "Sub", (view_class,), {}, what="a subclass with a metaclass of its own",
+            classes=(TypeError,))  # fmt: skip
+    after = type("After", (), {})
+    sub = type("Sub", (view_class, after), {})
+    refused(setattr, sub, "__getattribute__", lying_lookup, what="Sub.__getattribute__ = a lie",
+            classes=(TypeError,))  # fmt: skip
+    after.layout = property(lambda self: lie)  # behind the view's own: never read
+    after.__getattribute__ = lying_lookup  # behind the view's own: never called
+    array = np.zeros(1)
+    view = sub.from_array_interface(array)
+    check(view.layout.shape == (1,), f"a mixin after the view class replaced its layout: {view.layout}")
+    refused(layoutkit.copy, view, np.ones(8), classes=(ValueError,))  # shapes, not a lie
+    check(array.tolist() == [0.0], "a refused copy wrote")
+
+
+@cases.case
 def copy_onto_itself_with_other_extent_1_strides():
     """Found by the long copy fuzz: the same elements, described with another stride on an
     extent-1 axis (a stride never used, DECISIONS 6), are refused as overlapping; a view

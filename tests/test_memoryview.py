@@ -469,12 +469,13 @@ def test_cuda_array_interface_door_takes_a_fast_path_for_device_memory(monkeypat
     device-accessible memory, and refuses version 2 from everything else."""
     from layoutkit.interop import cai, fastpaths
 
-    class LegacyProducer:  # exports version 2, as torch does
+    class LegacyProducer:  # exports version 2, as torch does (a property of the type)
         def __init__(self, ptr):
             self.ptr = ptr
-            self.__cuda_array_interface__ = {
-                "version": 2, "shape": (4,), "typestr": "<f4", "data": (ptr, False),
-            }  # fmt: skip
+
+        @property
+        def __cuda_array_interface__(self):
+            return {"version": 2, "shape": (4,), "typestr": "<f4", "data": (self.ptr, False)}
 
     class CurrentInterface:  # what the producer's fast path reads instead
         def __init__(self, ptr):
@@ -499,6 +500,46 @@ def test_cuda_array_interface_door_takes_a_fast_path_for_device_memory(monkeypat
     # a host array's fast path gives host memory: the door still needs a CUDA interface
     with pytest.raises(TypeError, match="ndarray object has no __cuda_array_interface__"):
         StridedMemoryView.from_cuda_array_interface(np.zeros(3), -1)
+
+
+def test_cuda_array_interface_door_needs_the_interface_and_keeps_a_views_strides(monkeypatch):
+    """Found by helper review: the door took any type's fast path that gave
+    device-accessible memory, so an object with no CUDA array interface at all (a DLPack
+    producer, say) was accepted (cuda.core 1.2.2 refuses it), and a view of
+    device-accessible memory came back with implicit strides where its own interface
+    exports explicit ones (and the DLPack door and the protocol give (8, 1))."""
+    from layoutkit.interop import fastpaths
+    from layoutkit.memory import MemoryResource
+
+    keep = np.zeros(64)
+
+    class ClaimedDevice(MemoryResource):  # host memory that says it is device-accessible
+        def allocate(self, size, stream=None):
+            return self._buffer(keep.ctypes.data, size)
+
+        def deallocate(self, ptr, size, stream=None):
+            pass
+
+        device_id = property(lambda self: 0)
+        is_device_accessible = property(lambda self: True)
+        is_host_accessible = property(lambda self: True)
+
+    buffer = ClaimedDevice().allocate(keep.nbytes)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((8, 8), 8), np.float64)
+    assert view.is_device_accessible and view.__cuda_array_interface__["strides"] == (64, 8)
+    again = StridedMemoryView.from_cuda_array_interface(view, -1)
+    assert again.strides == (8, 1) == view.strides and again.ptr == view.ptr
+
+    class NoInterface:  # a producer whose fast path gives device-accessible memory
+        pass
+
+    monkeypatch.setitem(
+        fastpaths._readers, id(NoInterface),
+        (NoInterface, lambda obj, stream_ptr, dlpack_only: view._record),
+    )  # fmt: skip
+    assert StridedMemoryView.from_dlpack(NoInterface(), -1).ptr == view.ptr  # its fast path
+    with pytest.raises(TypeError, match="NoInterface object has no __cuda_array_interface__"):
+        StridedMemoryView.from_cuda_array_interface(NoInterface(), -1)
 
 
 def test_cuda_array_interface_rules_without_a_gpu():
