@@ -1058,14 +1058,15 @@ class Device:
     _instances = {}
 
     def __new__(cls, device_id=0):
-        existing = cls._instances.get(device_id) if type(device_id) is int else None
+        # one object per (class, id): a subclass's D(0) is not Device(0), nor the other way
+        existing = cls._instances.get((cls, device_id)) if type(device_id) is int else None
         if existing is not None:
             return existing
         device_id = _device_id(device_id)
         device = object.__new__(cls)
         device._device_id = device_id
         device._memory_resource = None
-        return cls._instances.setdefault(device_id, device)
+        return cls._instances.setdefault((cls, device_id), device)
 
     def __reduce__(self):
         # Device(n) again, one object per id: the default reduction (object.__new__ via

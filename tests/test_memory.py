@@ -622,6 +622,20 @@ def test_device_copies_and_pickles_are_the_device_itself(monkeypatch):
     assert zero.memory_resource.device_id == 0
 
 
+def test_device_subclasses_keep_their_own_objects(monkeypatch):
+    """Device(n) is one object per id and class: a subclass's D(0), made first, was handed
+    out as Device(0) too (and Device(1), made first, as D(1)) (found by helper-38)."""
+    FakeDeviceDriver(monkeypatch)
+
+    class Named(Device):
+        __slots__ = ()
+
+    named, one = Named(0), Device(1)
+    assert type(Device(0)) is Device and Device(0) is not named and Named(0) is named
+    assert type(Named(1)) is Named and Named(1) is not one and Device(1) is one
+    assert copy.deepcopy(named) is named and copy.copy(Named(1)) is Named(1)
+
+
 @pytest.mark.skipif(_driver.driver_found(), reason="a CUDA driver is installed here")
 def test_device_without_a_driver_says_so():
     with pytest.raises(RuntimeError, match="^no CUDA driver was found"):
