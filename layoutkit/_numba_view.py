@@ -450,7 +450,12 @@ def _register_view_class():
 
 
 def _is_view(c, view):
-    """An ``i1``: whether ``view`` is a StridedMemoryView (exactly, or a subclass)."""
+    """An ``i1``: whether ``view`` is a StridedMemoryView (exactly, or a subclass).
+
+    Its real type is asked (``PyType_IsSubtype``), not ``PyObject_IsInstance``, which
+    believes a ``__class__`` property: such an object would have its ``_numba_record``
+    (pointer, shape, strides) trusted.
+    """
     builder = c.builder
     module = builder.module
     symbol = module.globals.get(_VIEW_CLASS_SYMBOL)
@@ -462,11 +467,12 @@ def _is_view(c, view):
         builder, builder.icmp_unsigned("==", c.pyapi.get_type(view), view_class)
     )
     with builder.if_then(builder.not_(builder.load(result)), likely=False):
-        isinstance_type = ir.FunctionType(ir.IntType(32), [c.pyapi.pyobj, c.pyapi.pyobj])
-        is_instance = builder.call(
-            c.pyapi._get_function(isinstance_type, name="PyObject_IsInstance"), [view, view_class]
+        subtype_type = ir.FunctionType(ir.IntType(32), [c.pyapi.pyobj, c.pyapi.pyobj])
+        is_subtype = builder.call(
+            c.pyapi._get_function(subtype_type, name="PyType_IsSubtype"),
+            [c.pyapi.get_type(view), view_class],
         )
-        builder.store(builder.icmp_signed(">", is_instance, is_instance.type(0)), result)
+        builder.store(builder.icmp_signed("!=", is_subtype, is_subtype.type(0)), result)
     return builder.load(result)
 
 
@@ -587,7 +593,7 @@ def _unbox_view(typ, obj, c):
     with (
         builder.if_then(builder.not_(failed(c)), likely=True),  # view is not NULL
         builder.if_then(builder.not_(_is_view(c, view)), likely=False),
-        builder.if_then(builder.not_(failed(c)), likely=True),  # isinstance did not raise
+        builder.if_then(builder.not_(failed(c)), likely=True),  # the view check did not raise
     ):
         call_python(c, objects, _not_a_view, [view])
     record = cgutils.alloca_once_value(builder, getattr_fast(c, objects, view, "_numba_record"))
@@ -1193,9 +1199,9 @@ class BoundsCheckedView(metaclass=SealedClass):
         # the constructor is __new__: BoundsCheckedView.__new__(cls) needs the view too
         from layoutkit.memoryview import StridedMemoryView
 
-        if isinstance(view, BoundsCheckedView):
+        if issubclass(type(view), BoundsCheckedView):  # not isinstance: __class__ may lie
             view = view.view
-        if not isinstance(view, StridedMemoryView):  # compiled code unboxes only views
+        if not issubclass(type(view), StridedMemoryView):  # compiled code unboxes only views
             raise TypeError(f"view must be a StridedMemoryView, got {type(view).__name__}")
         self = object.__new__(cls)
         self._view = view

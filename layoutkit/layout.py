@@ -428,7 +428,15 @@ def _dense(cls, shape, itemsize, kind, order, implicit=False):
 
 def _dense_like(cls, other, stride_order):
     """``cls.dense_like(other, stride_order)`` for a layout ``other`` (``to_dense`` calls
-    it directly: one Python call less)."""
+    it directly: one Python call less).
+
+    ``other``'s values are read from its slots: a subclass may shadow ``_shape`` or
+    ``_packed``, and the kernel reads ``2 * len(shape)`` int64s from the packed array.
+    """
+    original = other
+    if type(other) is not StridedLayout:
+        other = plain_layout(other)
+    given_strides = _GIVEN_STRIDES.__get__(original)  # None for implicit C strides
     shape = other._shape
     n = len(shape)
     kind = _LIKE_KINDS.get(stride_order) if type(stride_order) is str else None
@@ -450,10 +458,10 @@ def _dense_like(cls, other, stride_order):
     # 0-d, which parse as "C"), as in cuda.core: the result has explicit strides
     given = stride_order is not None and type(stride_order) is not str
     if same and not given and not other._offset:
-        if type(other) is cls:
-            return other
+        if type(original) is cls:
+            return original
         strides, out = other._strides, other._packed
-        implicit = other._given_strides is None
+        implicit = given_strides is None
     else:
         strides = _UNPACK[n](out, 8 * n)
         implicit = False
@@ -737,7 +745,7 @@ class StridedLayout:
         >>> StridedLayout.dense_like(StridedLayout((3, 0), (5, 2), 4)).strides
         (0, 0)
         """
-        if not isinstance(other, StridedLayout):
+        if not issubclass(type(other), StridedLayout):  # not isinstance: __class__ may lie
             raise TypeError(f"other must be a StridedLayout, got {type(other).__name__}")
         return _dense_like(cls, other, stride_order)
 
@@ -1521,6 +1529,7 @@ def _numba_types():
 
 
 _SLOT_NAMES = frozenset(StridedLayout.__slots__)
+_GIVEN_STRIDES = StridedLayout.__dict__["_given_strides"]
 _VALUE_SLOTS = tuple(StridedLayout.__dict__[name] for name in ("_shape", "_strides", "_itemsize",
                                                                 "_offset"))  # fmt: skip
 
@@ -1541,7 +1550,14 @@ def plain_layout(layout):
     """
     if type(layout) is StridedLayout:
         return layout
-    return StridedLayout._trusted(*[slot.__get__(layout) for slot in _VALUE_SLOTS])
+    try:
+        values = [slot.__get__(layout) for slot in _VALUE_SLOTS]
+    except AttributeError:  # a subclass that shadows a slot kept the constructor's value
+        raise TypeError(
+            f"{type(layout).__name__} redefines StridedLayout's internal attributes; its "
+            "layout values are not known"
+        ) from None
+    return StridedLayout._trusted(*values)
 
 
 def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout, *, what="unpickled layout"):

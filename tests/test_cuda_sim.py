@@ -198,3 +198,32 @@ def test_bounds_checked_views_are_kernel_arguments_in_the_simulator():
     out = host_view(np.zeros(1))
     with pytest.raises(IndexError, match="view index out of bounds on axis 0"):
         read_row[1, 1](BoundsCheckedView(host_view(source)), 3, out)
+
+
+@in_simulator
+def test_objects_claiming_a_view_class_are_passed_as_they_are():
+    """The simulator believed a ``__class__`` property: an object claiming to be a view of
+    65536 elements at a 1-element array's address was simulated as that view, and the
+    kernel wrote element 65535 past the array. Only the real type makes a view."""
+    import layoutkit.cuda
+    from layoutkit import StridedLayout
+    from layoutkit.memoryview import StridedMemoryView
+
+    small = np.zeros(1)
+    real = host_view(small)
+    lying = {"layout": StridedLayout.dense((1 << 16,), 8), "shape": (1 << 16,),
+             "ptr": small.ctypes.data, "_buffer": None}  # fmt: skip
+
+    class Claiming:
+        __class__ = property(lambda self: StridedMemoryView)
+
+        def __getattr__(self, name):
+            return lying[name] if name in lying else getattr(real, name)
+
+    @layoutkit.cuda.jit
+    def fill_last(v):
+        v[v.shape[0] - 1] = 7.0
+
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        fill_last[1, 1](Claiming())
+    assert small.tolist() == [0.0]

@@ -327,6 +327,54 @@ def objects_claiming_a_layoutkit_class_are_not_trusted():
             what="from_buffer of an object claiming to be a Buffer")  # fmt: skip
 
 
+@cases.case
+def objects_claiming_a_layout_or_view_class_are_not_trusted_by_compiled_code():
+    """More doors that believed a ``__class__`` property: ``dense_like`` made a
+    ``StridedLayout`` of a claimed layout's shape (10**6 elements) and its packed array
+    (1 element), whose view read 8 MB past an 8-byte array; ``@njit`` and
+    ``BoundsCheckedView`` unboxed a claimed view's ``_numba_record`` (the pointer of a
+    1-element array with 65536 elements) and wrote past it (a segfault)."""
+    import array
+    import struct
+
+    from numba import njit
+
+    from layoutkit._numba_view import BoundsCheckedView, _record_for_unbox
+
+    small = np.zeros(1)
+    real = StridedMemoryView.from_dlpack(small)
+    numba_type, packed = _record_for_unbox(StridedMemoryView.from_dlpack(np.zeros(1 << 16)))
+    values = list(struct.unpack(f"={len(packed) // 8}q", packed))
+    values[1] = small.ctypes.data
+    record = (numba_type, struct.pack(f"={len(values)}q", *values))
+
+    def claiming(cls, attributes, target):
+        namespace = {
+            "__class__": property(lambda self: cls),
+            "__getattr__": lambda self, name: attributes[name] if name in attributes
+            else getattr(target, name),
+        }  # fmt: skip
+        return type("Claiming", (), namespace)()
+
+    layout = claiming(layoutkit.StridedLayout, {
+        "_shape": (10**6,), "_strides": (1,), "_itemsize": 8, "_offset": 0,
+        "_given_strides": (1,), "_packed": array.array("q", [1, 1]),
+    }, None)  # fmt: skip
+    refused(layoutkit.StridedLayout.dense_like, layout, classes=(TypeError,),
+            what="dense_like of an object claiming to be a layout")  # fmt: skip
+    view = claiming(StridedMemoryView, {"_numba_record": record}, real)
+    refused(BoundsCheckedView, view, classes=(TypeError,),
+            what="BoundsCheckedView of an object claiming to be a view")  # fmt: skip
+
+    @njit
+    def fill(v):
+        for i in range(v.shape[0]):
+            v[i] = 7.0
+
+    refused(fill, view, classes=(TypeError,), what="@njit of an object claiming to be a view")
+    check(small.tolist() == [0.0], "@njit wrote through the claimed view's record")
+
+
 # ------------------------------------------------------------------ descr and typestr
 def _descr_case(typestr, descr):
     block = _block()

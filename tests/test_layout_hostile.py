@@ -477,6 +477,42 @@ def lying_properties_of_a_subclass_do_not_change_results():
     assert liar.is_dense is True and StridedLayout.is_dense.fget(liar)  # its own answer
 
 
+def _slot_setter(name):
+    slot = StridedLayout.__dict__[name]
+    return lambda self, value: slot.__set__(self, value)
+
+
+class SlotShadows(StridedLayout):
+    """A subclass that shadows the slots: 10**6 elements in a shape packed as 1 element."""
+
+    _shape = property(lambda self: (10**6,), _slot_setter("_shape"))
+    _packed = property(lambda self: __import__("array").array("q", [1, 1]),
+                       _slot_setter("_packed"))  # fmt: skip
+
+
+class SlotSwallower(StridedLayout):
+    """A subclass whose ``_shape`` never reaches the slot."""
+
+    _shape = property(lambda self: (4,), lambda self, value: None)
+
+
+@case
+def dense_like_reads_a_subclass_s_own_slots():
+    """``dense_like`` read ``_shape`` and ``_packed`` through attribute lookup: a subclass
+    shadowing them gave a plain layout of shape (10**6,) whose volume and bounds came from
+    a 1-element packed array, and a view of it over one float64 read 8 MB past it."""
+    import numpy as np
+
+    from layoutkit import StridedMemoryView
+
+    dense = StridedLayout.dense_like(SlotShadows((1,), (1,), 8))
+    assert type(dense) is StridedLayout and dense.shape == (1,) and dense.volume == 1
+    assert StridedMemoryView.from_dlpack(np.zeros(1), -1).view(dense).shape == (1,)
+    assert SlotShadows((1,), (1,), 8).to_dense().shape == (1,)
+    with raises(TypeError, "redefines StridedLayout's internal attributes"):
+        StridedLayout.dense_like(SlotSwallower((4,), (1,), 8))
+
+
 def run_case(name):
     try:
         CASES[name]()

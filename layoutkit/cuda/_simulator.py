@@ -86,9 +86,9 @@ class SimulatedView:
         from layoutkit._numba_view import BoundsCheckedView
         from layoutkit.memoryview import StridedMemoryView
 
-        if isinstance(arg, BoundsCheckedView):
+        if issubclass(type(arg), BoundsCheckedView):  # not isinstance: __class__ may lie
             arg = arg.view
-        if isinstance(arg, StridedMemoryView):
+        if issubclass(type(arg), StridedMemoryView):
             return cls.from_view(arg)
         return arg
 
