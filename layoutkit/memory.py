@@ -581,7 +581,7 @@ class Buffer(metaclass=SealedClass):
         copy(StridedMemoryView.from_buffer(self, layout, dtype), element, stream=stream)
 
     def __eq__(self, other):
-        if not isinstance(other, Buffer):
+        if not issubclass(type(other), Buffer):
             return NotImplemented
         if self._closed or other._closed:
             return self is other
@@ -647,7 +647,7 @@ def _copy_bytes(dst, src, stream, operation):
     """``layoutkit.copy`` of two same-sized buffers viewed as bytes."""
     _check_stream(stream)  # empty buffers too
     for name, buffer in (("dst", dst), ("src", src)):
-        if not isinstance(buffer, Buffer):
+        if not issubclass(type(buffer), Buffer):
             raise TypeError(
                 f"{operation}: {name} must be a layoutkit Buffer, got {type(buffer).__name__}"
             )

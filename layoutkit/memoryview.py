@@ -671,7 +671,7 @@ class StridedMemoryView(metaclass=SealedClass):
             target = self.view(sub)
             copy(target, _assignment_source(target, value))
             return
-        if isinstance(value, StridedMemoryView):
+        if issubclass(type(value), StridedMemoryView):
             value = np.asarray(value)  # NumPy reads an array (a size-1 one, or it raises)
         if id(type(value)) not in _PLAIN_SCALARS:
             # its conversion may run the caller's code (__float__, __index__, ...), which may
@@ -956,7 +956,7 @@ def check_memory(view, operation):
         if buffer is _NO_MEMORY:
             raise BufferError(_null_memory(operation, view.layout.volume))
         raise BufferError(f"{operation}: the view's buffer is closed; there is no memory")
-    if buffer is None and not isinstance(view, StridedMemoryView):
+    if buffer is None and not issubclass(type(view), StridedMemoryView):
         layout = view.layout
         if not view.ptr and layout.volume:
             raise BufferError(_null_memory(operation, layout.volume))
@@ -1053,7 +1053,7 @@ def _assigned(value, dtype, ndim):
         element = np.empty((), dtype)
         element[()] = value
         return element
-    if not isinstance(value, StridedMemoryView):
+    if not issubclass(type(value), StridedMemoryView):
         if isinstance(value, np.ndarray):
             return value.astype(dtype)
         value = StridedMemoryView.from_any_interface(value, -1)
@@ -1071,13 +1071,13 @@ def _assignment_source(target, value):
     (``v[1:] = v[:-1]`` shifts).
     """
     source = _assigned(value, target.dtype, target.ndim)
-    if not isinstance(source, StridedMemoryView):
+    if not issubclass(type(source), StridedMemoryView):
         source = StridedMemoryView.from_any_interface(source, 0)  # as copy() reads it
     return source
 
 
 def _is_array_like(value):
-    return isinstance(value, StridedMemoryView) or any(
+    return issubclass(type(value), StridedMemoryView) or any(
         hasattr(value, name)
         for name in ("__dlpack__", "__cuda_array_interface__", "__array_interface__")
     )
@@ -1158,7 +1158,7 @@ StridedMemoryView.__c_dlpack_exchange_api__ = StridedMemoryView.__dlpack_c_excha
 
 
 def _exportable(obj):
-    if not isinstance(obj, StridedMemoryView):
+    if not issubclass(type(obj), StridedMemoryView):
         raise TypeError(f"{type(obj).__name__} is not a StridedMemoryView")
     obj._check_open("DLPack export")
     return obj

@@ -325,6 +325,11 @@ def objects_claiming_a_layoutkit_class_are_not_trusted():
     refused(StridedMemoryView.from_buffer, claiming(layoutkit.Buffer, {"_size": 1 << 20}, buffer),
             layoutkit.StridedLayout.dense((1 << 17,), 8), np.float64, classes=(TypeError,),
             what="from_buffer of an object claiming to be a Buffer")  # fmt: skip
+    # Buffer.copy_to / copy_from read the other side's size and pointer as a Buffer's
+    big = {"_size": 1 << 20, "size": 1 << 20}
+    for door in (buffer.copy_to, buffer.copy_from):
+        refused(door, claiming(layoutkit.Buffer, big, buffer), classes=(TypeError,),
+                what=f"Buffer.{door.__name__} of an object claiming to be a Buffer")  # fmt: skip
 
 
 @cases.case
