@@ -32,6 +32,7 @@ from helpers.hostile_objects import (
     NonIntIndex,
     ShiftingInterface,
     numpy_reading,
+    type_equal_to,
 )
 from helpers.hostile_strategies import fuzz_settings, interface_dicts
 from helpers.strategies import explicit_byte_strides
@@ -244,16 +245,6 @@ def _type_equal_to(target):
     slot (slots are laid out sorted by name), where an ndarray holds its data pointer, and
     ``g_flags`` where it holds its flags."""
 
-    class Meta(type):
-        def __eq__(cls, other):
-            return True
-
-        def __ne__(cls, other):
-            return False
-
-        def __hash__(cls):
-            return hash(target)
-
     data = bytearray(16)
     namespace = {
         "__slots__": ("a_victim", "b", "c", "d", "e", "f", "g_flags"),
@@ -263,7 +254,7 @@ def _type_equal_to(target):
         "__dlpack_device__": lambda self: (1, 0),
         "dlpack": np.arange(2.0),
     }  # fmt: skip
-    return Meta("Liar", (), namespace), data
+    return type_equal_to(target, "Liar", (), namespace), data
 
 
 @cases.case

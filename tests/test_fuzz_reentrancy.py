@@ -28,6 +28,7 @@ import numpy as np
 from helpers.hostile import Cases
 from helpers.hostile_checks import check, refused
 from helpers.hostile_dlpack import SameCapsule
+from helpers.hostile_objects import type_equal_to
 from helpers.producers import Producer
 
 import layoutkit
@@ -118,21 +119,9 @@ class _Closing:
         return np.ones(8).__array_interface__
 
 
-class _EqualsFloat(type):
-    """Makes a class equal to ``float`` and hash as it (a set of types finds it)."""
-
-    def __eq__(cls, other):
-        return True
-
-    def __ne__(cls, other):
-        return False
-
-    def __hash__(cls):
-        return hash(float)
-
-
-class _ClosingEqualToFloat(_Closing, metaclass=_EqualsFloat):
-    """A ``_Closing`` whose type compares equal to ``float``."""
+_ClosingEqualToFloat = type_equal_to(float, "_ClosingEqualToFloat", (_Closing,), {
+    "__doc__": "A ``_Closing`` whose type compares equal to ``float``.",
+})  # fmt: skip
 
 
 class _ClosingClaimingFloat64(_Closing):

@@ -15,6 +15,7 @@ import weakref
 
 import numpy as np
 import pytest
+from helpers.hostile_objects import type_equal_to
 from helpers.producers import DLTensor, Producer
 
 from layoutkit import StridedLayout, StridedMemoryView
@@ -163,27 +164,11 @@ def test_torch_subclasses_are_read_through_their_protocol(torch):
                 door(tensor)
 
 
-def _type_equal_to(target, namespace):
-    """A class whose metaclass makes it equal to ``target`` and hash as it."""
-
-    class Meta(type):
-        def __eq__(cls, other):
-            return True
-
-        def __ne__(cls, other):
-            return False
-
-        def __hash__(cls):
-            return hash(target)
-
-    return Meta("Liar", (), namespace)
-
-
 def test_a_type_equal_to_torch_tensor_is_no_torch_subclass(torch):
     """``_torch_of`` tested ``torch.Tensor in kind.__mro__``, which compares with ``==``: a
     type equal to torch.Tensor got the subclass reader, which called ``is_neg()`` on it
     (an AttributeError escaped). Its own protocol reads it."""
-    liar = _type_equal_to(torch.Tensor, {
+    liar = type_equal_to(torch.Tensor, "Liar", (), {
         "__dlpack__": lambda self, **kwargs: np.arange(3.0).__dlpack__(**kwargs),
         "__dlpack_device__": lambda self: (1, 0),
     })  # fmt: skip
@@ -545,7 +530,7 @@ def test_kernel_arguments_are_classified_by_their_real_type():
     from layoutkit.cuda._kernel import ViewKernel
 
     kernel = ViewKernel(types.SimpleNamespace(targetoptions={}))
-    equal_to_int = _type_equal_to(int, {
+    equal_to_int = type_equal_to(int, "Liar", (), {
         "__dlpack__": lambda self, **kwargs: np.arange(3.0).__dlpack__(**kwargs),
         "__dlpack_device__": lambda self: (1, 0),
     })  # fmt: skip

@@ -120,6 +120,23 @@ class EqualsAnything(int):
         return f"EqualsAnything({int(self)}, hash_as={self.hash_as})"
 
 
+def type_equal_to(target, name, bases, namespace):
+    """A class ``name(*bases)`` whose metaclass makes it equal to ``target`` and hash as it:
+    a dict or set keyed by types, or a ``==`` test on types, finds ``target`` for it."""
+
+    class EqualMeta(type):
+        def __eq__(cls, other):
+            return True
+
+        def __ne__(cls, other):
+            return False
+
+        def __hash__(cls):
+            return hash(target)
+
+    return EqualMeta(name, bases, namespace)
+
+
 # ------------------------------------------------------------------ sequences that lie
 class LyingLength:
     """Claims ``length`` entries but iterates over ``items``; indexing gives ``items``."""
