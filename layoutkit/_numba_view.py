@@ -592,8 +592,7 @@ def _unbox_view(typ, obj, c):
     # any object may claim the type through _numba_type_: only a view's record is trusted
     with (
         builder.if_then(builder.not_(failed(c)), likely=True),  # view is not NULL
-        builder.if_then(builder.not_(_is_view(c, view)), likely=False),
-        builder.if_then(builder.not_(failed(c)), likely=True),  # the view check did not raise
+        builder.if_then(builder.not_(_is_view(c, view)), likely=False),  # it cannot raise
     ):
         call_python(c, objects, _not_a_view, [view])
     record = cgutils.alloca_once_value(builder, getattr_fast(c, objects, view, "_numba_record"))

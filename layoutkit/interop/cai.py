@@ -1,4 +1,4 @@
-"""``__cuda_array_interface__`` (v2 and v3): import with its stream rules, and export.
+"""``__cuda_array_interface__`` (v3): import with its stream rules, and export.
 
 Import (:func:`read_cuda_array_interface`): version 3 or newer, no mask, and a consumer
 stream must be named (``stream_ptr=None`` is ambiguous: ``BufferError``). When the
@@ -98,8 +98,9 @@ def read_cuda_array_interface(obj, stream_ptr):
     BufferError
         For ``stream_ptr=None``, a version below 3 (as cuda.core 1.2.2: version 2, which
         torch still exports, cannot name the producer's stream; take torch tensors through
-        DLPack), a mask or a malformed entry. A null pointer with elements is accepted, as cuda.core 1.2.2 does: such a view is a
-        description only and refuses everything that would touch its memory.
+        DLPack), a mask or a malformed entry. A null pointer with elements is accepted, as
+        cuda.core 1.2.2 does: such a view is a description only and refuses everything
+        that would touch its memory.
     ValueError, OverflowError
         For a negative extent, a stride that is no multiple of the itemsize, or values
         beyond int64.
