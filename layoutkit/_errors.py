@@ -1,6 +1,6 @@
 """Exception classes shared by every layoutkit module (all importable from ``layoutkit``)."""
 
-__all__ = ["AxisError", "CUDAError", "NoDriverError"]
+__all__ = ["AxisError", "CUDAError", "DtypeMismatchError", "NoDriverError"]
 
 
 class AxisError(IndexError, ValueError):
@@ -14,6 +14,24 @@ class AxisError(IndexError, ValueError):
     >>> from layoutkit import AxisError
     >>> issubclass(AxisError, IndexError) and issubclass(AxisError, ValueError)
     True
+    """
+
+
+class DtypeMismatchError(TypeError, ValueError):
+    """A copy's two sides hold different dtypes or itemsizes (copies do not convert).
+
+    A :class:`TypeError`, as Python names a mismatch of types, and a :class:`ValueError`,
+    the class cuda.core's strided copies raise, so code written against either catches it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from layoutkit import DtypeMismatchError, copy
+    >>> try:
+    ...     copy(np.zeros(2, np.float32), np.zeros(2, np.int32))
+    ... except ValueError as exc:
+    ...     print(type(exc).__name__, isinstance(exc, TypeError))
+    DtypeMismatchError True
     """
 
 

@@ -689,23 +689,25 @@ class StridedMemoryView(metaclass=SealedClass):
         return layout.shape[0]
 
     # ------------------------------------------------------------------ copies
-    def copy_from(self, other, stream=None):
+    def copy_from(self, other, stream=None, allocator=None, blocking=None):
         """Copy the elements of ``other`` into this view (see :func:`layoutkit.copy`).
 
-        ``other`` may be a view or anything :meth:`from_any_interface` accepts.
+        ``other`` may be a view or anything :meth:`from_any_interface` accepts;
+        ``allocator`` and ``blocking`` are cuda.core's (see :func:`layoutkit.copy`).
         """
         from .copy import copy
 
-        return copy(self, other, stream=stream)
+        return copy(self, other, stream, allocator, blocking)
 
-    def copy_to(self, other, stream=None):
+    def copy_to(self, other, stream=None, allocator=None, blocking=None):
         """Copy the elements of this view into ``other`` (see :func:`layoutkit.copy`).
 
-        ``other`` may be a view or anything :meth:`from_any_interface` accepts.
+        ``other`` may be a view or anything :meth:`from_any_interface` accepts;
+        ``allocator`` and ``blocking`` are cuda.core's (see :func:`layoutkit.copy`).
         """
         from .copy import copy
 
-        return copy(other, self, stream=stream)
+        return copy(other, self, stream, allocator, blocking)
 
     # ------------------------------------------------------------------ export
     def __dlpack_device__(self):

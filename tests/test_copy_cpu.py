@@ -106,21 +106,22 @@ def test_same_view_is_a_no_op():
             np.zeros(3, "f4"),
             np.zeros(4, "f4"),
             ValueError,
-            r"src shape \(4,\) cannot be broadcast to dst shape \(3,\)",
+            r"src shape \(4,\) and dst shape \(3,\) cannot be broadcast together",
         ),
         (
             np.zeros(3, "f4"),
             np.zeros(3, "i4"),
             TypeError,
-            "dst dtype float32 and src dtype int32 differ",
+            "dtypes differ: dst dtype float32 and src dtype int32",
         ),
         (
             np.zeros(3, "f4"),
             np.zeros(3, "f8"),
-            TypeError,
-            "dst dtype float32 and src dtype float64 differ",
+            ValueError,
+            "dtypes differ: dst dtype float32 and src dtype float64",
         ),
-        (np.broadcast_to(np.zeros(1, "f4"), (3,)), np.ones(3, "f4"), ValueError, "read-only"),
+        (np.broadcast_to(np.zeros(1, "f4"), (3,)), np.ones(3, "f4"), ValueError, "non-unique"),
+        (np.frombuffer(bytes(12), "f4"), np.ones(3, "f4"), ValueError, "dst is read-only"),
     ],
 )
 def test_bad_input_writes_nothing(dst, src, error, message):
@@ -147,7 +148,7 @@ def test_leading_unit_axes_of_the_source_are_dropped_as_copyto_does(dst_shape, s
     a = np.arange(8, dtype="i2")
     copy(view(a[1:4], writable=True), view(a[None, :3]))  # shares memory: read first
     np.testing.assert_array_equal(a, [0, 0, 1, 2, 4, 5, 6, 7])
-    refusal = r"src shape \(2, 3\) cannot be broadcast to dst shape \(3,\)"
+    refusal = r"src shape \(2, 3\) and dst shape \(3,\) cannot be broadcast together"
     with pytest.raises(ValueError, match=refusal):
         copy(view(np.zeros(3, "i2")), view(np.zeros((2, 3), "i2")))
 
@@ -155,7 +156,7 @@ def test_leading_unit_axes_of_the_source_are_dropped_as_copyto_does(dst_shape, s
 def test_broadcast_destination_is_refused():
     target = np.zeros(1, "f4")
     dst = np.lib.stride_tricks.as_strided(target, shape=(3,), strides=(0,))
-    with pytest.raises(ValueError, match="dst layout is not unique"):
+    with pytest.raises(ValueError, match="destination layout is non-unique"):
         copy(view(dst, writable=True), view(np.ones(3, "f4")))
     assert target[0] == 0
 
@@ -305,12 +306,14 @@ class FakeDriver:
     side that is already dense in the host side's order.
     """
 
-    def __init__(self, monkeypatch, capturing=False):
+    def __init__(self, monkeypatch, capturing=False, kernels=False):
         import contextlib
         import ctypes
 
         from layoutkit import _driver
         from layoutkit.copy import _transfer
+        from layoutkit.copy.cpu import run_host_plan
+        from layoutkit.copy.plan import planned
 
         self.calls = []
         self.keep = []
@@ -353,9 +356,18 @@ class FakeDriver:
             "event_create": record("event_create", 0),
             "event_record": record("event_record"),
             "event_synchronize": record("event_synchronize"),
+            "event_destroy": record("event_destroy"),
         }
         for name, fake in fakes.items():
             monkeypatch.setattr(_driver, name, fake)
+        if kernels:  # the device kernels of staged copies, run as host copies
+
+            def device_copy(dst_ptr, dst_layout, src_ptr, src_layout, stream, device_id):
+                self.calls.append("kernel")
+                plan = planned(dst_layout, src_layout, dst_ptr, src_ptr, False, False)
+                run_host_plan(plan, dst_ptr, src_ptr)
+
+            monkeypatch.setattr(_transfer, "_device_copy", device_copy)
         monkeypatch.setattr(_transfer, "_staging", {})
         monkeypatch.setattr(_transfer, "STAGING_BYTES", 64)  # many chunks, ring reused
         monkeypatch.setattr(_transfer, "STAGING_BUFFERS", 2)
@@ -406,3 +418,138 @@ def test_staged_copy_refuses_a_capturing_stream(monkeypatch):
         copy(dst, view(np.ones((12, 160), "f4")[:, ::2]), stream=7)
     assert not fake.calls
     assert not array_of(dst).any()
+
+
+class RecordingResource(layoutkit.MemoryResource):
+    """Allocates NumPy memory, recording ``(size, stream)`` of each call; its buffers claim
+    device 0 (``device=True``, for a ``FakeDriver`` copy) or the host. ``spare`` bytes
+    fewer than asked make it a lying resource."""
+
+    def __init__(self, device, short=0, result=None):
+        self.device, self.short, self.result = device, short, result
+        self.recorded, self.freed, self.arrays = [], [], []
+
+    def allocate(self, size, stream=None):
+        self.recorded.append((size, stream))
+        if self.result is not None:
+            return self.result
+        array = np.zeros(size - self.short, np.uint8)
+        self.arrays.append(array)
+        return Buffer.from_handle(array.ctypes.data, array.size, mr=self)
+
+    def deallocate(self, ptr, size, stream=None):
+        self.freed.append((size, stream))
+
+    device_id = property(lambda self: 0 if self.device else -1)
+    is_device_accessible = property(lambda self: self.device)
+    is_host_accessible = property(lambda self: not self.device)
+
+
+def _host_and_device_pair(to_device):
+    """As in cuda.core's allocator test: a host side with gaps and a device side that is no
+    dense layout (reversed, sliced), so both temporaries are needed. Returns the views
+    ``(dst, src)`` and the arrays ``(src, dst)`` behind them."""
+    def gappy():
+        return np.zeros((111, 122), np.float32)[:, ::-2]
+
+    def reversed_columns():
+        return np.zeros((122, 111), np.float32).T[::-1, :61]
+
+    host, device = gappy(), reversed_columns()
+    values = np.arange(host.size, dtype=np.float32).reshape(host.shape)
+    if to_device:
+        host[...] = values
+        return DeviceView(device, 0), view(host), host, device
+    device[...] = values
+    return view(host), DeviceView(device, 0), device, host
+
+
+@pytest.mark.parametrize("to_device", [True, False], ids=["h2d", "d2h"])
+@pytest.mark.parametrize("as_dict", [True, False], ids=["dict", "options"])
+def test_allocator_resources_make_the_temporaries(monkeypatch, to_device, as_dict):
+    """``copy(..., allocator=)`` takes cuda.core's allocator forms (a dict or
+    ``CopyAllocatorOptions``); each temporary comes from its side's resource, once, with
+    the copy's stream, and goes back to it; the host buffer is waited for before it is
+    freed."""
+    fake = FakeDriver(monkeypatch, kernels=True)
+    dst, src, a, b = _host_and_device_pair(to_device)
+    nbytes = a.nbytes
+    host, device = RecordingResource(False), RecordingResource(True)
+    allocator = {"host": host, "device": device} if as_dict else (
+        layoutkit.CopyAllocatorOptions(host=host, device=device))  # fmt: skip
+    dst.copy_from(src, 7, allocator=allocator, blocking=True)
+    np.testing.assert_array_equal(b, a)
+    assert host.recorded == [(nbytes, 7)] and device.recorded == [(nbytes, 7)]
+    assert host.freed == [(nbytes, 7)] and device.freed == [(nbytes, 7)]
+    assert "kernel" in fake.calls and "sync" in fake.calls
+    assert "free" not in fake.calls  # no temporary of the driver's allocator
+
+
+@pytest.mark.parametrize(
+    ("allocator", "error", "message"),
+    [
+        (5, TypeError, "allocator must be None, a CopyAllocatorOptions or a dict"),
+        ({"pinned": None}, ValueError, "takes only the keys 'host' and 'device'"),
+        ({"host": object()}, TypeError, "allocator's host resource must be a memory resource"),
+        ({"host": RecordingResource(False, result=b"x")}, TypeError,
+         "allocate\\(\\) returned bytes, not a layoutkit Buffer"),
+        ({"host": RecordingResource(False, short=4)}, ValueError,
+         "host resource gave a closed buffer or one of 27080 bytes \\(27084 needed\\)"),
+        ({"host": RecordingResource(True)}, ValueError,
+         "host resource gave memory the host cannot access"),
+        ({"device": RecordingResource(False)}, ValueError,
+         "device resource gave memory device 0 cannot access"),
+    ],
+    ids=["int", "key", "no-allocate", "not-a-buffer", "too-small", "host-unreachable",
+         "device-unreachable"],
+)
+def test_bad_allocators_are_refused_before_a_temporary_is_written(monkeypatch, allocator,
+                                                                  error, message):
+    FakeDriver(monkeypatch, kernels=True)
+    dst, src, _, b = _host_and_device_pair(True)
+    with pytest.raises(error, match=message):
+        copy(dst, src, allocator=allocator)
+    assert not b.any()
+    for resource in allocator.values() if isinstance(allocator, dict) else ():
+        if isinstance(resource, RecordingResource) and resource.arrays:
+            assert resource.freed and not resource.arrays[0].any()  # closed, never written
+
+
+@pytest.mark.parametrize("blocking", ["yes", 1, np.bool_(True)])
+def test_blocking_must_be_a_bool(blocking):
+    dst = np.zeros(3)
+    with pytest.raises(TypeError, match="blocking must be None, True or False"):
+        copy(dst, np.ones(3), blocking=blocking)
+    assert not dst.any()
+
+
+@pytest.mark.parametrize(
+    ("make_dst", "make_src", "blocking", "waits"),
+    [
+        # host -> device: waits unless asked not to (cuda.core's default for host sides)
+        (lambda: DeviceView(np.zeros((6, 160), "f4"), 0), lambda a: view(a[::2]), None, True),
+        (lambda: DeviceView(np.zeros((6, 160), "f4"), 0), lambda a: view(a[::2]), False, False),
+        (lambda: DeviceView(np.zeros((12, 80), "f4"), 0), lambda a: view(a[:, ::2]), False,
+         False),
+        # device -> host: the data has arrived when the call returns, blocking or not
+        (lambda: view(np.zeros((6, 160), "f4")), lambda a: DeviceView(a[:6].copy(), 0), False,
+         True),
+        # device -> device: only queued, unless blocking=True
+        (lambda: DeviceView(np.zeros((12, 160), "f4"), 0), lambda a: DeviceView(a, 0), None,
+         False),
+        (lambda: DeviceView(np.zeros((12, 160), "f4"), 0), lambda a: DeviceView(a, 0), True,
+         True),
+    ],
+    ids=["h2d", "h2d-nonblocking", "h2d-staged-nonblocking", "d2h-nonblocking", "d2d",
+         "d2d-blocking"],
+)
+def test_blocking_decides_whether_the_copy_waits(monkeypatch, caplog, make_dst, make_src,
+                                                 blocking, waits):
+    fake = FakeDriver(monkeypatch)
+    source = np.arange(12 * 160, dtype="f4").reshape(12, 160)
+    dst, src = make_dst(), make_src(source)
+    with caplog.at_level("DEBUG", logger="layoutkit.copy"):
+        copy(dst, src, stream=7, blocking=blocking)
+    np.testing.assert_array_equal(array_of(dst), np.broadcast_to(array_of(src), dst.shape))
+    assert ("sync" in fake.calls) == waits
+    assert ("Syncing stream 7" in caplog.text) == waits

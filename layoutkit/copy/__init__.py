@@ -1,6 +1,6 @@
 """Strided copies between any two views: planner, CPU kernels and GPU kernels.
 
-``copy(dst, src, stream=None)`` is the entry point (also ``dst.copy_from(src)`` and
+``copy(dst, src, stream=None, allocator=None, blocking=None)`` is the entry point (also ``dst.copy_from(src)`` and
 ``src.copy_to(dst)`` on :class:`layoutkit.StridedMemoryView`). ``plan`` holds the pure
 planning arithmetic, ``cpu`` the host kernels, ``gpu`` the numba-cuda kernels.
 
@@ -19,8 +19,8 @@ __all__ = ["copy"]
 class _CallablePackage(types.ModuleType):
     """Module type that forwards calls to :func:`copy`."""
 
-    def __call__(self, dst, src, stream=None):
-        return copy(dst, src, stream)
+    def __call__(self, dst, src, stream=None, allocator=None, blocking=None):
+        return copy(dst, src, stream, allocator, blocking)
 
 
 sys.modules[__name__].__class__ = _CallablePackage

@@ -1,4 +1,5 @@
-"""``copy(dst, src, stream=None)``: validate two views, plan from their layouts, run the plan.
+"""``copy(dst, src, stream=None, allocator=None, blocking=None)``: validate two views, plan
+from their layouts, run the plan.
 
 Both sides are :class:`layoutkit.StridedMemoryView` objects; anything else that
 ``StridedMemoryView.from_any_interface`` accepts (NumPy, CuPy, torch and JAX arrays,
@@ -7,11 +8,97 @@ DLPack producers) is imported as one first. Objects that merely look like views 
 writes where the pointer says, so only validated views reach it.
 """
 
+import dataclasses
+
 import numpy as np
 
 from layoutkit.copy.plan import check_layouts, planned
 
-__all__ = ["copy"]
+__all__ = ["CopyAllocatorOptions", "copy"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CopyAllocatorOptions:
+    """Memory resources a copy allocates its temporaries from (``copy(allocator=...)``).
+
+    A copy between host and device memory whose sides cannot move as they are allocates
+    temporaries: a dense device copy of the device side, and, where the host side has
+    gaps, a host buffer it is packed into (or unpacked from). Without a resource for a
+    side, the copy uses the driver's stream-ordered allocator on the device and a ring of
+    pinned buffers of its own on the host. A dict ``{"host": ..., "device": ...}`` works
+    in place of this class, as in cuda.core.
+
+    Attributes
+    ----------
+    host : MemoryResource, optional
+        Allocates the host temporary (``allocate(size, stream)``, a host-accessible
+        :class:`~layoutkit.Buffer`); pinned memory (``PinnedMemoryResource``) lets the
+        copy engine read it directly.
+    device : MemoryResource, optional
+        Allocates device temporaries (a device-accessible Buffer on the copy's device).
+
+    Examples
+    --------
+    >>> from layoutkit import HostMemoryResource
+    >>> CopyAllocatorOptions(host=HostMemoryResource()).device is None
+    True
+    """
+
+    host: object = None
+    device: object = None
+
+
+def allocator_options(allocator):
+    """``allocator`` as a :class:`CopyAllocatorOptions`, or None for none.
+
+    Raises
+    ------
+    TypeError
+        For anything but None, a CopyAllocatorOptions or a dict, or a resource without a
+        callable ``allocate``.
+    ValueError
+        For a dict with keys other than ``"host"`` and ``"device"``.
+
+    Examples
+    --------
+    >>> from layoutkit import HostMemoryResource
+    >>> allocator_options({"host": HostMemoryResource()}).device is None
+    True
+    >>> allocator_options({"pinned": None})
+    Traceback (most recent call last):
+    ...
+    ValueError: allocator={'pinned': None}: a dict of memory resources takes only the keys 'host' and 'device'
+    """
+    if allocator is None:
+        return None
+    if issubclass(type(allocator), dict):
+        unknown = set(dict.keys(allocator)) - {"host", "device"}
+        if unknown:
+            raise ValueError(
+                f"allocator={allocator!r}: a dict of memory resources takes only the keys "
+                "'host' and 'device'"
+            )
+        allocator = CopyAllocatorOptions(
+            dict.get(allocator, "host"), dict.get(allocator, "device")
+        )
+    elif type(allocator) is not CopyAllocatorOptions:
+        raise TypeError(
+            f"allocator must be None, a CopyAllocatorOptions or a dict with the keys 'host' "
+            f"and 'device', got {type(allocator).__name__}"
+        )
+    for side in ("host", "device"):
+        resource = getattr(allocator, side)
+        if resource is not None and not callable(getattr(resource, "allocate", None)):
+            raise TypeError(
+                f"allocator's {side} resource must be a memory resource (with "
+                f"allocate(size, stream)), got {type(resource).__name__}"
+            )
+    return allocator
+
+
+def _check_blocking(blocking):
+    if blocking is not None and type(blocking) is not bool:
+        raise TypeError(f"blocking must be None, True or False, got {blocking!r}")
 
 def as_copy_view(obj, name, stream):
     """``obj`` as a view a copy can use: a view (checked open), or an imported array.
@@ -58,11 +145,14 @@ def as_copy_view(obj, name, stream):
 
 def _check_dtypes(dst, src):
     """Refuse two dtypes that differ (itemsizes are :func:`check_layouts`'s)."""
+    from layoutkit._errors import DtypeMismatchError
+
     dst_dtype = getattr(dst, "dtype", None)
     src_dtype = getattr(src, "dtype", None)
     if dst_dtype is not None and src_dtype is not None and dst_dtype != src_dtype:
-        raise TypeError(
-            f"dst dtype {dst_dtype} and src dtype {src_dtype} differ; copy does not convert"
+        raise DtypeMismatchError(
+            f"destination and source dtypes differ: dst dtype {dst_dtype} and src dtype "
+            f"{src_dtype}; copy does not convert"
         )
 
 
@@ -88,7 +178,8 @@ def _broadcast(dst_layout, src_layout):
         return kept.broadcast_to(dst_layout.shape)
     except ValueError:
         raise ValueError(
-            f"src shape {src_layout.shape} cannot be broadcast to dst shape {dst_layout.shape}"
+            f"src shape {src_layout.shape} and dst shape {dst_layout.shape} cannot be "
+            "broadcast together: src must broadcast to dst's shape"
         ) from None
 
 
@@ -181,7 +272,7 @@ def _device_side(view, name):
     return False
 
 
-def copy(dst, src, stream=None):
+def copy(dst, src, stream=None, allocator=None, blocking=None):
     """Copy every element of ``src`` into ``dst``: any layouts, host or device.
 
     Parameters
@@ -196,12 +287,24 @@ def copy(dst, src, stream=None):
     stream : None, int or stream object, optional
         The CUDA stream that orders a copy involving device-accessible memory
         (``None``: the legacy default stream). Ignored for host-to-host copies.
+    allocator : CopyAllocatorOptions or dict, optional
+        Memory resources for the temporaries of a copy between host and device memory
+        (``{"host": resource, "device": resource}``; see :class:`CopyAllocatorOptions`).
+    blocking : bool, optional
+        For a copy involving device-accessible memory, whether the call waits for
+        ``stream`` to finish (``stream.sync()``) before it returns. ``None`` (the
+        default): a copy between device-accessible views is only queued; a copy with a
+        host-only side waits, as in cuda.core. ``False`` returns once the copy is queued
+        where nothing still needs the host: a host side packed into a temporary from
+        ``allocator`` is waited for before the temporary is freed, and a copy into
+        pageable host memory has arrived when the driver returns.
 
     Notes
     -----
     Host-to-host copies are done when the call returns. A copy whose destination is
     device-accessible memory is queued on ``stream``. A copy into host-only memory from
-    device memory returns once the data has arrived. A source that shares memory with
+    device memory returns once the data has arrived. The waits are logged (``"Syncing
+    stream <handle>"``, level DEBUG, logger ``layoutkit.copy``). A source that shares memory with
     ``dst`` is read as it was before the copy (through a temporary, as NumPy does) where
     it is host-only memory, and refused where it is device-accessible (device, pinned or
     managed memory, which work queued on a stream may still be writing); a view copied
@@ -214,13 +317,17 @@ def copy(dst, src, stream=None):
     Raises
     ------
     TypeError
-        When an argument is neither a view nor an array, or the dtypes (itemsizes) differ.
+        When an argument is neither a view nor an array, or ``allocator`` or
+        ``blocking`` is of another type.
+    DtypeMismatchError
+        When the dtypes (itemsizes) differ: a ``TypeError`` and a ``ValueError`` (the
+        class cuda.core's copies raise).
     BufferError
         When a view's buffer was closed, a view describes a null pointer with elements,
         or its memory is neither device- nor host-accessible.
     ValueError
-        When the shapes do not broadcast, ``dst`` is read-only or not unique (a
-        broadcast), the views share device-accessible memory, or they live on different
+        When the shapes do not broadcast, ``dst`` is not unique (a broadcast) or
+        read-only, the views share device-accessible memory, or they live on different
         devices that cannot reach each other.
 
     Examples
@@ -241,6 +348,8 @@ def copy(dst, src, stream=None):
         from layoutkit import _driver
 
         _driver.stream_handle(stream)
+    allocator = allocator_options(allocator)
+    _check_blocking(blocking)
     dst = as_copy_view(dst, "dst", stream)
     imported = src
     src = as_copy_view(src, "src", stream)
@@ -254,9 +363,9 @@ def copy(dst, src, stream=None):
     if dst_layout.itemsize != src_own_layout.itemsize:
         check_layouts(dst_layout, src_own_layout)  # its TypeError, before any shape's error
     src_layout = _broadcast(dst_layout, src.layout)
+    check_layouts(dst_layout, src_layout)  # a non-unique dst first: it is read-only too
     if dst.readonly:
         raise ValueError("dst is read-only")
-    check_layouts(dst_layout, src_layout)
     if dst_layout.volume == 0:
         return
     dst_on_device = _device_side(dst, "dst")
@@ -283,4 +392,5 @@ def copy(dst, src, stream=None):
         return
     from layoutkit.copy._transfer import run_device_plan
 
-    run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stream)
+    run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stream,
+                    allocator, blocking)  # fmt: skip

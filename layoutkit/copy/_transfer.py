@@ -20,10 +20,14 @@
   Staged copies need the host and cannot be captured into a graph: queued on a
   capturing stream they raise ``RuntimeError`` before touching it.
 
-A copy that writes host-only memory returns once the data has arrived. Driver calls go
-through :mod:`layoutkit._driver`.
+A copy that writes host-only memory returns once the data has arrived; one that reads
+host-only memory waits for its stream unless asked not to (``blocking=False``), and every
+such wait is logged (DEBUG, logger ``layoutkit.copy``). Temporaries come from the copy's
+``allocator`` where it names a resource for their side. Driver calls go through
+:mod:`layoutkit._driver`.
 """
 
+import logging
 import threading
 
 from layoutkit import _driver
@@ -37,6 +41,70 @@ STAGING_BYTES = 8 << 20
 
 _staging_lock = threading.Lock()
 _staging = {}  # device id -> [(pinned address, event)], made on first use
+
+_log = logging.getLogger("layoutkit.copy")
+
+
+def _synchronize(handle):
+    """Wait for the work queued on stream ``handle`` (logged: ``Syncing stream <handle>``)."""
+    _log.debug("Syncing stream %d", handle)
+    _driver.stream_synchronize(handle)
+
+
+def _allocated(resource, nbytes, stream, side, device_id):
+    """A temporary of ``nbytes`` from an allocator's ``side`` resource, checked before any
+    copy writes it: a layoutkit Buffer, large enough, writable, and reachable (the host
+    for ``"host"``, device ``device_id`` for ``"device"``).
+
+    Raises
+    ------
+    TypeError
+        When ``allocate`` returns anything but a Buffer.
+    ValueError
+        For a buffer too small, read-only or out of reach (it is closed first).
+    """
+    from layoutkit.memory import Buffer
+
+    buffer = resource.allocate(nbytes, stream)
+    if not issubclass(type(buffer), Buffer):  # not isinstance: __class__ may lie
+        raise TypeError(
+            f"allocator's {side} resource: {type(resource).__name__}.allocate() returned "
+            f"{type(buffer).__name__}, not a layoutkit Buffer"
+        )
+    if buffer.is_closed or buffer.size < nbytes:
+        problem = f"a closed buffer or one of {buffer.size} bytes ({nbytes} needed)"
+    elif buffer.is_readonly:
+        problem = "a read-only buffer"
+    elif side == "host" and not buffer.is_host_accessible:
+        problem = "memory the host cannot access"
+    elif side == "device" and not (buffer.is_device_accessible and (
+            buffer.is_host_accessible or buffer.device_id == device_id)):  # fmt: skip
+        problem = f"memory device {device_id} cannot access"
+    else:
+        return buffer
+    buffer.close(stream)
+    raise ValueError(f"allocator's {side} resource gave {problem} for a copy's temporary")
+
+
+class _Temporary:
+    """A device temporary of a staged copy: from the allocator's device resource, else the
+    driver's stream-ordered allocator; freed in stream order by :meth:`release`."""
+
+    def __init__(self, allocator, nbytes, stream, handle, device_id):
+        resource = allocator.device if allocator is not None else None
+        self._stream, self._handle = stream, handle
+        if resource is None:
+            self._buffer = None
+            self.ptr = _driver.mem_alloc_async(max(nbytes, 1), handle)
+        else:
+            self._buffer = _allocated(resource, nbytes, stream, "device", device_id)
+            self.ptr = self._buffer.ptr
+
+    def release(self):
+        if self._buffer is None:
+            _driver.mem_free_async(self.ptr, self._handle)
+        else:
+            self._buffer.close(self._stream)
 
 
 def _check_devices(dst_device, src_device):
@@ -107,9 +175,10 @@ def _gap_free(layout):
     return layout.is_unique and high - low + 1 == layout.volume
 
 
-def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, device_id):
+def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, handle, device_id,
+            allocator):  # fmt: skip
     """Host <-> device through a device temporary and, for a host side with gaps, pinned
-    staging buffers (see the module docstring)."""
+    staging buffers or the allocator's host temporary (see the module docstring)."""
     to_device = bool(dst.is_device_accessible)
     host_ptr = src.ptr if to_device else dst.ptr
     host_layout = src_own_layout if to_device else dst_layout
@@ -117,20 +186,18 @@ def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, device_id)
     low, high = _span(host_layout)
     if _gap_free(host_layout):  # move the host bytes whole, rearrange on the device
         nbytes = high - low
-        temporary = _driver.mem_alloc_async(max(nbytes, 1), stream)
-        twin = temporary - low
+        temporary = _Temporary(allocator, nbytes, stream, handle, device_id)
+        twin = temporary.ptr - low
         try:
             if to_device:
-                _driver.memcpy_async(temporary, host_ptr + low, nbytes, stream)
+                _driver.memcpy_async(temporary.ptr, host_ptr + low, nbytes, handle)
                 _device_copy(dst.ptr, dst_layout, twin, _broadcast(host_layout, dst_layout),
-                             stream, device_id)  # fmt: skip
+                             handle, device_id)  # fmt: skip
             else:
-                _device_copy(twin, host_layout, src.ptr, src_layout, stream, device_id)
-                _driver.memcpy_async(host_ptr + low, temporary, nbytes, stream)
+                _device_copy(twin, host_layout, src.ptr, src_layout, handle, device_id)
+                _driver.memcpy_async(host_ptr + low, temporary.ptr, nbytes, handle)
         finally:
-            _driver.mem_free_async(temporary, stream)
-        if not to_device:
-            _driver.stream_synchronize(stream)
+            temporary.release()
         return
     dense = host_layout.to_dense()
     device_ptr, device_layout = (dst.ptr, dst_layout) if to_device else (src.ptr, src_layout)
@@ -139,36 +206,62 @@ def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, device_id)
     if same.method == MEMCPY:  # the device side is that dense layout: no temporary
         base = device_ptr + same.dst_offset - same.src_offset
     else:
-        base = temporary = _driver.mem_alloc_async(max(dense.volume * itemsize, 1), stream)
+        temporary = _Temporary(allocator, dense.volume * itemsize, stream, handle, device_id)
+        base = temporary.ptr
     try:
-        with _staging_lock:
-            if to_device:
-                _pack_and_send(base, dense, host_ptr, host_layout, stream, device_id)
-                if temporary is not None:
-                    _device_copy(dst.ptr, dst_layout, base, _broadcast(dense, dst_layout),
-                                 stream, device_id)  # fmt: skip
-            else:
-                if temporary is not None:
-                    _device_copy(base, dense, src.ptr, src_layout, stream, device_id)
-                _receive_and_unpack(host_ptr, host_layout, base, dense, stream, device_id)
+        if not to_device and temporary is not None:
+            _device_copy(base, dense, src.ptr, src_layout, handle, device_id)
+        if allocator is not None and allocator.host is not None:
+            _through_host_temporary(allocator.host, to_device, base, dense, host_ptr,
+                                    host_layout, stream, handle)  # fmt: skip
+        else:
+            with _staging_lock:
+                ring, chunk = _ring(device_id), STAGING_BYTES
+                if to_device:
+                    _pack_and_send(base, dense, host_ptr, host_layout, handle, ring, chunk)
+                else:
+                    _receive_and_unpack(host_ptr, host_layout, base, dense, handle, ring, chunk)
+        if to_device and temporary is not None:
+            _device_copy(dst.ptr, dst_layout, base, _broadcast(dense, dst_layout),
+                         handle, device_id)  # fmt: skip
     finally:
         if temporary is not None:
-            _driver.mem_free_async(temporary, stream)
+            temporary.release()
+
+
+def _through_host_temporary(resource, to_device, base, dense, host_ptr, host_layout, stream,
+                            handle):  # fmt: skip
+    """Pack (or unpack) the host side whole through one host buffer from ``resource``,
+    waiting for the stream before the buffer is freed."""
+    nbytes = dense.volume * dense.itemsize
+    buffer = _allocated(resource, nbytes, stream, "host", None)
+    event = _driver.event_create()
+    try:
+        ring = [(buffer.ptr, event)]
+        if to_device:
+            _pack_and_send(base, dense, host_ptr, host_layout, handle, ring, nbytes)
+            _synchronize(handle)  # the buffer's transfer has left before it is freed
+        else:
+            _receive_and_unpack(host_ptr, host_layout, base, dense, handle, ring, nbytes)
+    finally:
+        _driver.event_destroy(event)
+        buffer.close(stream)
 
 
 def _broadcast(layout, like):
     return layout if layout.shape == like.shape else layout.broadcast_to(like.shape)
 
 
-def _pieces(dense_layout, host_layout, host_ptr):
+def _pieces(dense_layout, host_layout, host_ptr, chunk_bytes):
     """The chunks of a pack or unpack: ``(dense byte offset, bytes, host copy arguments)``,
-    each chunk one contiguous range of the dense layout."""
+    each chunk one contiguous range of the dense layout of at most ``chunk_bytes``
+    (or one unit)."""
     from layoutkit.copy.cpu import split_problem
     from layoutkit.copy.plan import _widen, coalesced
 
     shape, ds, ss, d_off, s_off = coalesced(dense_layout, host_layout)
     unit, shape, ds, ss = _widen(shape, ds, ss, 0, host_ptr + s_off)
-    limit = max(1, STAGING_BYTES // unit)
+    limit = max(1, chunk_bytes // unit)
     for dense_offset, host_offset, piece in split_problem(shape, ds, ss, limit):
         m = len(piece)
         count = 1
@@ -178,13 +271,13 @@ def _pieces(dense_layout, host_layout, host_ptr):
                                                    ss[len(ss) - m :], host_offset + s_off, unit)
 
 
-def _pack_and_send(temporary, dense, host_ptr, host_layout, stream, device_id):
-    """Pack the host side chunk by chunk into the pinned ring, each chunk sent on."""
+def _pack_and_send(temporary, dense, host_ptr, host_layout, stream, ring, chunk_bytes):
+    """Pack the host side chunk by chunk into the ``ring`` of ``(host buffer, event)``
+    (buffers of ``chunk_bytes``), each chunk sent on."""
     from layoutkit.copy.cpu import copy_problem
 
-    ring = _ring(device_id)
     for i, (offset, nbytes, (piece, dense_strides, host_strides, host_offset, unit)) in enumerate(
-        _pieces(dense, host_layout, host_ptr)
+        _pieces(dense, host_layout, host_ptr, chunk_bytes)
     ):
         pinned, event = ring[i % len(ring)]
         _driver.event_synchronize(event)  # the buffer's last transfer has left
@@ -193,12 +286,12 @@ def _pack_and_send(temporary, dense, host_ptr, host_layout, stream, device_id):
         _driver.event_record(event, stream)
 
 
-def _receive_and_unpack(host_ptr, host_layout, temporary, dense, stream, device_id):
-    """Bring the dense device copy back chunk by chunk and unpack it into the host view."""
+def _receive_and_unpack(host_ptr, host_layout, temporary, dense, stream, ring, chunk_bytes):
+    """Bring the dense device copy back chunk by chunk through the ``ring`` (as
+    :func:`_pack_and_send`'s) and unpack it into the host view."""
     from layoutkit.copy.cpu import copy_problem
 
-    ring = _ring(device_id)
-    pieces = list(_pieces(dense, host_layout, host_ptr))
+    pieces = list(_pieces(dense, host_layout, host_ptr, chunk_bytes))
     for i, (offset, nbytes, _) in enumerate(pieces[: len(ring)]):
         pinned, event = ring[i]
         _driver.memcpy_async(pinned, temporary + offset, nbytes, stream)
@@ -214,7 +307,8 @@ def _receive_and_unpack(host_ptr, host_layout, temporary, dense, stream, device_
             _driver.event_record(event, stream)
 
 
-def run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stream):
+def run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stream,
+                    allocator=None, blocking=None):  # fmt: skip
     """Execute ``plan`` for views of which at least one is device-accessible.
 
     Parameters
@@ -229,6 +323,10 @@ def run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stre
         The source's layout before broadcasting.
     stream : None, int or stream object
         The stream the copy is ordered on.
+    allocator : CopyAllocatorOptions, optional
+        Resources for the temporaries (checked by ``copy``).
+    blocking : bool, optional
+        Whether to wait for the stream at the end (``None``: where a side is host-only).
 
     Raises
     ------
@@ -250,8 +348,10 @@ def run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stre
         )
     with _driver.device_context(device_id):
         if plan.method == STAGED:
-            _staged(dst, src, dst_layout, src_layout, src_own_layout, handle, device_id)
-            return
-        _execute(plan, dst.ptr, src.ptr, dst_on_device, handle, device_id)
-    if not dst_on_device and plan.method in (MEMCPY, COPY2D):
-        _driver.stream_synchronize(handle)
+            _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, handle,
+                    device_id, allocator)  # fmt: skip
+        else:
+            _execute(plan, dst.ptr, src.ptr, dst_on_device, handle, device_id)
+        # host-only memory written: the data has arrived before the call returns
+        if not dst_on_device or (not src_on_device if blocking is None else blocking):
+            _synchronize(handle)

@@ -417,7 +417,9 @@ def check_layouts(dst_layout, src_layout):
             raise TypeError(f"{name} must be a StridedLayout, got {type(layout).__name__}")
     dst_layout, src_layout = plain_layout(dst_layout), plain_layout(src_layout)
     if dst_layout.itemsize != src_layout.itemsize:
-        raise TypeError(
+        from layoutkit._errors import DtypeMismatchError
+
+        raise DtypeMismatchError(
             f"dst itemsize {dst_layout.itemsize} and src itemsize {src_layout.itemsize} differ; "
             "copy does not convert"
         )
@@ -428,7 +430,7 @@ def check_layouts(dst_layout, src_layout):
         )
     if dst_layout.volume and not dst_layout.is_unique:
         raise ValueError(
-            f"dst layout is not unique (shape {dst_layout.shape}, strides "
+            f"destination layout is non-unique (shape {dst_layout.shape}, strides "
             f"{dst_layout._strides}): a broadcast destination cannot be written"
         )
     return dst_layout, src_layout
