@@ -457,6 +457,20 @@ def stream_synchronize(stream=None):
     _call("cuStreamSynchronize", stream_handle(stream))
 
 
+def stream_device_id(handle):
+    """The device of stream ``handle``'s context (the current device for the legacy and
+    per-thread default streams, handles 0-2, which belong to whichever context is
+    current)."""
+    if handle <= 2:
+        return ensure_context()
+    context = _call("cuStreamGetCtx", _bindings().CUstream(handle))
+    _call("cuCtxPushCurrent", context)
+    try:
+        return int(_call("cuCtxGetDevice"))
+    finally:
+        _call("cuCtxPopCurrent")
+
+
 def stream_create(device_id, nonblocking=True):
     """A new stream of device ``device_id`` (its primary context), as an ``int`` handle.
 

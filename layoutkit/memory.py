@@ -1106,6 +1106,14 @@ class Device:
         """Wait until all work on this device has finished."""
         _driver.synchronize_device(self._device_id)
 
+    @property
+    def default_stream(self):
+        """The legacy default stream (handle 0) as a :class:`~layoutkit.Stream` of this
+        device, as in cuda.core; never destroyed (closing the object closes only it)."""
+        from .stream import Stream
+
+        return Stream._made(0, self._device_id, self)
+
     def create_stream(self, obj=None, options=None):
         """A new non-blocking :class:`~layoutkit.Stream` of this device, as in cuda.core.
 

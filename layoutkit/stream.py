@@ -6,7 +6,7 @@ stream (``from_dlpack(obj, stream_ptr=stream.handle)``, ``copy(..., stream=strea
 ``close()``. A stream made here is owned by its :class:`Stream` object alone, which
 destroys it once (on ``close()``, leaving a ``with`` block, or when the object dies); a
 stream wrapped from another object (``create_stream(obj)``) belongs to that object and
-is never destroyed here.
+is never destroyed here, as are ``Stream.from_handle(handle)`` and ``Device.default_stream``.
 """
 
 import weakref
@@ -49,6 +49,28 @@ class Stream:
             self._finalizer = weakref.finalize(self, _driver.stream_destroy, handle)
             self._finalizer.atexit = False  # the process frees its streams at exit
         return self
+
+    @staticmethod
+    def from_handle(handle):
+        """A :class:`Stream` for a foreign stream ``handle``, as in cuda.core.
+
+        The stream is not owned: it is never destroyed here (:meth:`close` only closes
+        this object), and whoever made it must keep it alive while this object is used.
+
+        Parameters
+        ----------
+        handle : int
+            The ``CUstream`` (anything ``copy(stream=...)`` takes works too).
+
+        Raises
+        ------
+        TypeError, ValueError
+            For a handle that names no stream (:func:`layoutkit._driver.stream_handle`).
+        """
+        if handle is None:  # not the legacy default stream: Device.default_stream is that
+            raise TypeError("Stream.from_handle(handle): handle must name a stream, got None")
+        value = _driver.stream_handle(handle)
+        return Stream._made(value, _driver.stream_device_id(value), handle)
 
     @property
     def handle(self):

@@ -78,6 +78,30 @@ def test_a_wrapped_stream_belongs_to_its_object(driver):
     assert driver.destroyed == []
 
 
+def test_a_foreign_handle_and_the_default_stream_are_never_destroyed(driver, monkeypatch):
+    """cuda.core's ``Stream.from_handle(handle)`` and ``Device.default_stream``: streams
+    this library did not make, so closing (or dropping) their objects destroys nothing."""
+    monkeypatch.setattr(_driver, "stream_device_id", lambda handle: 3)
+    foreign = Stream.from_handle(0x55)
+    assert foreign.handle == 0x55 and foreign.device_id == 3
+    foreign.sync()
+    foreign.close()
+    del foreign
+    gc.collect()
+    assert driver.destroyed == [] and driver.synced == [0x55]
+
+
+@pytest.mark.parametrize(
+    ("handle", "error"),
+    [(None, TypeError), ("0x55", TypeError), (1.5, TypeError), (True, TypeError),
+     (-1, ValueError), (2**64, ValueError)],
+)
+def test_a_foreign_handle_must_name_a_stream(driver, handle, error):
+    with pytest.raises(error, match="stream|handle"):
+        Stream.from_handle(handle)
+    assert driver.destroyed == []
+
+
 @pytest.mark.parametrize(
     ("options", "nonblocking"),
     [({"nonblocking": False}, False), ({"nonblocking": True}, True)],
@@ -157,5 +181,15 @@ def test_a_device_stream_orders_a_copy_and_an_import():
     buffer.close(stream)  # the view is alive: the free waits for it, after the stream's end
     stream.close()
     assert stream.handle == 0
+    side = cp.cuda.Stream(non_blocking=True)
+    foreign = Stream.from_handle(side.ptr)
+    assert foreign.handle == side.ptr and foreign.device_id == 0
+    foreign.close()  # the object only: CuPy's stream still works
+    side.synchronize()
+    default = device.default_stream
+    assert default.handle == 0 and default.device_id == 0 and default == device.default_stream
+    layoutkit.copy(back, on_device, stream=default)
+    default.close()
+    device.default_stream.sync()
     del on_device
     gc.collect()  # the late free: the device waited for, no error in the finalizer
