@@ -531,16 +531,18 @@ def test_blocking_must_be_a_bool(blocking):
         (lambda: DeviceView(np.zeros((6, 160), "f4"), 0), lambda a: view(a[::2]), False, False),
         (lambda: DeviceView(np.zeros((12, 80), "f4"), 0), lambda a: view(a[:, ::2]), False,
          False),
-        # device -> host: the data has arrived when the call returns, blocking or not
-        (lambda: view(np.zeros((6, 160), "f4")), lambda a: DeviceView(a[:6].copy(), 0), False,
+        # device -> host: waits by default; the driver returns with the data in any case
+        (lambda: view(np.zeros((6, 160), "f4")), lambda a: DeviceView(a[:6].copy(), 0), None,
          True),
+        (lambda: view(np.zeros((6, 160), "f4")), lambda a: DeviceView(a[:6].copy(), 0), False,
+         False),
         # device -> device: only queued, unless blocking=True
         (lambda: DeviceView(np.zeros((12, 160), "f4"), 0), lambda a: DeviceView(a, 0), None,
          False),
         (lambda: DeviceView(np.zeros((12, 160), "f4"), 0), lambda a: DeviceView(a, 0), True,
          True),
     ],
-    ids=["h2d", "h2d-nonblocking", "h2d-staged-nonblocking", "d2h-nonblocking", "d2d",
+    ids=["h2d", "h2d-nonblocking", "h2d-staged-nonblocking", "d2h", "d2h-nonblocking", "d2d",
          "d2d-blocking"],
 )
 def test_blocking_decides_whether_the_copy_waits(monkeypatch, caplog, make_dst, make_src,

@@ -294,10 +294,10 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
         For a copy involving device-accessible memory, whether the call waits for
         ``stream`` to finish (``stream.sync()``) before it returns. ``None`` (the
         default): a copy between device-accessible views is only queued; a copy with a
-        host-only side waits, as in cuda.core. ``False`` returns once the copy is queued
-        where nothing still needs the host: a host side packed into a temporary from
-        ``allocator`` is waited for before the temporary is freed, and a copy into
-        pageable host memory has arrived when the driver returns.
+        host-only side waits, as in cuda.core. ``False`` never waits for the stream,
+        except before freeing a host temporary from ``allocator``; a copy into pageable
+        host memory has arrived anyway when the driver returns, and a host source has
+        been read (packed into layoutkit's own pinned staging ring where it has gaps).
 
     Notes
     -----

@@ -20,9 +20,10 @@
   Staged copies need the host and cannot be captured into a graph: queued on a
   capturing stream they raise ``RuntimeError`` before touching it.
 
-A copy that writes host-only memory returns once the data has arrived; one that reads
-host-only memory waits for its stream unless asked not to (``blocking=False``), and every
-such wait is logged (DEBUG, logger ``layoutkit.copy``). Temporaries come from the copy's
+A copy that writes host-only memory returns once the data has arrived (the driver returns
+from a copy into pageable memory once it is done); a copy with a host-only side also waits
+for its stream unless asked not to (``blocking=False``), and every such wait is logged
+(DEBUG, logger ``layoutkit.copy``). Temporaries come from the copy's
 ``allocator`` where it names a resource for their side. Driver calls go through
 :mod:`layoutkit._driver`.
 """
@@ -352,6 +353,7 @@ def run_device_plan(plan, dst, src, dst_layout, src_layout, src_own_layout, stre
                     device_id, allocator)  # fmt: skip
         else:
             _execute(plan, dst.ptr, src.ptr, dst_on_device, handle, device_id)
-        # host-only memory written: the data has arrived before the call returns
-        if not dst_on_device or (not src_on_device if blocking is None else blocking):
+        # blocking=None: wait where a side is host-only. Without the wait, a copy into
+        # pageable host memory has still arrived (the driver returns once it has)
+        if (not (dst_on_device and src_on_device)) if blocking is None else blocking:
             _synchronize(handle)
