@@ -95,7 +95,7 @@ def test_major_version_mismatch_still_calls_deleter():
 def test_unsupported_device_still_calls_deleter():
     producer = Producer(np.arange(3.0), device=(1, 0))
     producer.managed.dl_tensor.device.device_type = 4  # OpenCL, while claiming CPU up front
-    with pytest.raises(BufferError, match="device type 4 \\(OpenCL\\) is not supported"):
+    with pytest.raises(BufferError, match="device type 4 \\(OpenCL\\): device not supported"):
         StridedMemoryView.from_dlpack(producer, -1)
     gc.collect()
     assert producer.deleted == 1
@@ -104,7 +104,8 @@ def test_unsupported_device_still_calls_deleter():
 @pytest.mark.parametrize("device", [(4, 0), (10, 0), (99, 0)])
 def test_unsupported_device_is_refused_before_asking(device):
     producer = Producer(np.arange(3.0), device=device)
-    with pytest.raises(BufferError, match=f"device type {device[0]} "):
+    # the message carries cuda.core's phrase (its test_utils_dlpack.py matches it)
+    with pytest.raises(BufferError, match=f"device type {device[0]} .*: device not supported"):
         StridedMemoryView.from_dlpack(producer, -1)
     assert producer.requests == []
 

@@ -487,6 +487,31 @@ def test_exchange_failures_return_minus_one():
     assert errors == [b"NotImplementedError"] and slot.value is None
 
 
+def test_exchange_null_out_returns_minus_one_and_frees_the_tensor():
+    """A NULL ``out`` is a failure (-1): raising there would leave ctypes' result unset (garbage
+    a consumer may read as success) and leak the tensor; the stolen tensor is freed once."""
+    view = StridedMemoryView.from_dlpack(np.arange(6.0))
+    references = sys.getrefcount(view)
+    table = our_table()
+    export = _FROM_PY(table.managed_tensor_from_py_object_no_sync)
+    to_py = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
+        table.managed_tensor_to_py_object_no_sync
+    )
+    unraisable = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        assert export(view, None) == -1
+        assert sys.getrefcount(view) == references  # nothing packed, nothing kept
+        out = ctypes.c_void_p()
+        assert export(view, ctypes.addressof(out)) == 0
+        assert to_py(out.value, None) == -1
+    finally:
+        sys.unraisablehook = hook
+    gc.collect()
+    assert not unraisable, unraisable[0].exc_value
+    assert sys.getrefcount(view) == references  # the tensor's deleter ran
+
+
 def test_exchange_current_work_stream_is_null():
     stream = ctypes.c_void_p(7)
     function = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int32, ctypes.c_void_p)(

@@ -329,12 +329,22 @@ def producer_stream(device_type, stream_ptr):
         return _LEGACY_DEFAULT_STREAM if stream == 0 else stream
     if device_type in (kDLCUDAHost, kDLCUDAManaged):
         return stream
-    raise BufferError(f"DLPack device type {device_type} ({device_name(device_type)}) is not supported")
+    raise unsupported_device(device_type)
 
 
 def device_name(device_type):
     """DLPack's name for a device type (``"unknown"`` for codes it does not define)."""
     return DEVICE_TYPE_NAMES.get(device_type, "unknown")
+
+
+def unsupported_device(device_type):
+    """The BufferError for a device type other than CPU, CUDA, CUDA host and CUDA managed.
+
+    It carries cuda.core's phrase, "device not supported".
+    """
+    return BufferError(
+        f"DLPack device type {device_type} ({device_name(device_type)}): device not supported"
+    )
 
 
 def location_of(device):
@@ -373,9 +383,7 @@ def location_of(device):
     elif device_type in (kDLCUDAHost, kDLCUDAManaged):
         location = Location(device_id, True, True, device_type == kDLCUDAManaged)
     else:
-        raise BufferError(
-            f"DLPack device type {device_type} ({device_name(device_type)}) is not supported"
-        )
+        raise unsupported_device(device_type)
     if type(device) is tuple and len(_LOCATIONS) < 64:  # a program sees few devices
         _LOCATIONS[device] = location
     return location

@@ -258,7 +258,11 @@ def exchange_capsule(describe, borrowed, from_managed):
             )  # fmt: skip
         return -1
 
+    # A callback that raises returns garbage to C (ctypes prints the exception and leaves
+    # the result unset), so every failure, a NULL ``out`` included, is a plain -1.
     def managed_from_py(obj, out):
+        if not out:
+            return -1
         try:
             address = dlpack.pack_managed(*describe(obj), True)
         except Exception:
@@ -268,9 +272,11 @@ def exchange_capsule(describe, borrowed, from_managed):
 
     def managed_to_py(address, out):
         try:
-            obj = from_managed(address)
+            obj = from_managed(address)  # the tensor is ours now, whatever follows (dlpack.h)
         except Exception:
             return -1
+        if not out:
+            return -1  # obj dies here, and with it the tensor (its deleter runs once)
         _incref(obj)  # the new reference the caller receives
         _POINTER.pack_into(WRITABLE_MEMORY, out, id(obj))
         return 0
