@@ -367,9 +367,10 @@ COPY_CALLS = {
 def _aliased_copy(data):
     """One :func:`helpers.copy_cases.aliased_case` in canary memory: both views over one
     Buffer (or its memory), made by ``from_buffer`` (read-only, writable or the default),
-    ``view()`` or the array interface, copied by one of ``COPY_CALLS``. NumPy's
-    ``np.copyto`` between arrays that alias the same way is the oracle: the source as it
-    was before the copy, for any overlap."""
+    ``view()`` or the array interface, copied by one of ``COPY_CALLS``. The oracle is
+    ``np.copyto(dst, src.copy())`` between arrays that alias the same way: the source as
+    it was before the copy, for any overlap (``np.copyto(dst, src)`` is not that for 1-d
+    views with different strides of one sign, which NumPy copies element by element)."""
     case = aliased_case(DrawRandom(data))
     if case is None:
         return
@@ -388,7 +389,7 @@ def _aliased_copy(data):
     expected = block.inner.copy()
     if dst.size and not dst.readonly and dst.layout.is_unique:
         np.copyto(numpy_items(expected, dst_side, itemsize),
-                  numpy_items(expected, src_side, itemsize))  # fmt: skip
+                  numpy_items(expected, src_side, itemsize).copy())  # fmt: skip
     ok, exc = refused_or_ok(COPY_CALLS[call], dst, src, what=call)
     if not ok:
         check(isinstance(exc, ValueError) and (dst.readonly or not dst.layout.is_unique),
