@@ -2,8 +2,20 @@
 
 import numpy as np
 import pytest
-from helpers.copy_cases import ClaimsDevice, DeviceView, copy_cases, expected_bytes, host_view
+from helpers.copy_cases import (
+    ALIAS_ELEMENTS,
+    ClaimsDevice,
+    DeviceView,
+    SeededRandom,
+    alias_view,
+    aliased_case,
+    copy_cases,
+    expected_bytes,
+    host_view,
+    numpy_items,
+)
 from hypothesis import given, settings
+from numpy.lib.stride_tricks import as_strided
 
 import layoutkit
 from layoutkit import Buffer, StridedLayout, StridedMemoryView
@@ -197,6 +209,93 @@ def test_interleaved_views_share_no_byte_and_copy_directly():
     first = np.ndarray((3,), np.int16, buffer=bytes_, offset=0, strides=(2,))
     shifted = np.ndarray((3,), np.int16, buffer=bytes_, offset=1, strides=(2,))
     assert shares_bytes(view(first), view(shifted), view(first).layout, view(shifted).layout)
+
+
+#: Pairs ``(dst, src)`` of views of one array, for every kind of sharing: interleaved,
+#: partial overlaps whose elements do or do not meet, reversals, transposes of a square
+#: block onto itself, broadcast sources inside the destination, 0-d and empty views,
+#: leading extent-1 axes and extent-1 axes with junk strides.
+ALIASING = {
+    "interleaved": lambda a: (a[:64:2], a[1:64:2]),
+    "interleaved-reversed": lambda a: (a[:64:2], a[63::-2]),
+    "shift-up": lambda a: (a[1:], a[:-1]),
+    "shift-down": lambda a: (a[:-1], a[1:]),
+    "reversal": lambda a: (a[::-1], a),
+    "half-onto-reversed-half": lambda a: (a[:32], a[32:64][::-1]),
+    "steps-3-and-2-meet": lambda a: (a[0:60:3], a[0:40:2]),
+    "steps-3-and-2-miss": lambda a: (a[1:61:3], a[0:40:2]),
+    "transpose": lambda a: (a[:64].reshape(8, 8), a[:64].reshape(8, 8).T),
+    "transpose-flipped": lambda a: (a[:64].reshape(8, 8)[::-1], a[:64].reshape(8, 8).T),
+    "transpose-of-a-block": lambda a: (a[:64].reshape(8, 8)[1:5, 2:6],
+                                       a[:64].reshape(8, 8)[1:5, 2:6].T),  # fmt: skip
+    "axes-rotated": lambda a: (a[:64].reshape(4, 4, 4), a[:64].reshape(4, 4, 4).transpose(2, 0, 1)),
+    "broadcast-row": lambda a: (a[:64].reshape(8, 8), a[8:16]),
+    "broadcast-column": lambda a: (a[:64].reshape(8, 8),
+                                   as_strided(a[3:], (8, 8), (a.strides[0], 0))),  # fmt: skip
+    "broadcast-element": lambda a: (a[:64], as_strided(a[17:], (64,), (0,))),
+    "broadcast-first-element": lambda a: (a[:64], a[0:1]),
+    "zero-d": lambda a: (a[5:6].reshape(()), a[6:7].reshape(())),
+    "zero-d-itself": lambda a: (a[5:6].reshape(()), a[5:6].reshape(())),
+    "empty": lambda a: (a[3:3], a[4:4]),
+    "leading-unit-axes": lambda a: (a[:8], a[4:12].reshape(1, 1, 8)),
+    "junk-unit-strides": lambda a: (as_strided(a[1:], (1, 8, 1), (10**6, a.strides[0], -7)),
+                                    as_strided(a, (1, 8, 1), (3, a.strides[0], 99))),  # fmt: skip
+}
+ALIAS_DTYPES = ["u1", "i2", "V3", "f4", "V5", "f8", "V12", "c16", "V32",
+                np.dtype("i1,f4", align=True), np.dtype([("a", "u1"), ("b", "<i8")])]  # fmt: skip
+
+
+@pytest.mark.parametrize("make", ALIASING.values(), ids=ALIASING.keys())
+def test_views_of_one_array_copy_as_copyto_does(make):
+    """Each pair, each dtype, each of ``copy``, ``copy_from`` and ``copy_to``: the bytes
+    ``np.copyto(dst, src.copy())`` leaves between arrays that alias the same way (opaque
+    items, so padding moves too): the source as it was before the copy. (``np.copyto(dst,
+    src)`` itself is not that for 1-d views with strides of one sign that differ: NumPy
+    2.4 copies ``a[::2] <- a[:6]`` element by element, giving ``[0, 1, 1, 3, 1, 5]``.)"""
+    rng = np.random.default_rng(0)
+    for dtype in map(np.dtype, ALIAS_DTYPES):
+        items = np.dtype(f"V{dtype.itemsize}")
+        for call in ("copy", "copy_from", "copy_to"):
+            memory = np.frombuffer(rng.bytes(72 * dtype.itemsize), items).copy()
+            expected = memory.copy()
+            expected_dst, expected_src = make(expected)
+            np.copyto(expected_dst, expected_src.copy())
+            dst, src = (view(side.view(dtype)) for side in make(memory))
+            if call == "copy":
+                copy(dst, src)
+            elif call == "copy_from":
+                dst.copy_from(src)
+            else:
+                src.copy_to(dst)
+            assert memory.tobytes() == expected.tobytes(), (dtype, call)
+
+
+@pytest.mark.parametrize("first", range(0, 2000, 500))
+def test_seeded_copies_between_views_of_one_buffer(first):
+    """The seeded driver of :func:`helpers.copy_cases.aliased_case` (the fuzz of
+    ``test_fuzz_copy`` draws the same cases with hypothesis): views by ``from_buffer`` over
+    one Buffer, ``np.copyto(dst, src.copy())`` between arrays that alias the same way as
+    the oracle (see ``test_views_of_one_array_copy_as_copyto_does``); a
+    destination that aliases itself is refused and nothing is written."""
+    for seed in range(first, first + 500):
+        case = aliased_case(SeededRandom(seed))
+        if case is None:
+            continue
+        itemsize, dst_side, src_side = case
+        memory = np.frombuffer(np.random.default_rng(seed).bytes(ALIAS_ELEMENTS * itemsize),
+                               np.uint8).copy()  # fmt: skip
+        buffer = view(memory).buffer
+        dst = alias_view(memory, buffer, dst_side, itemsize, None, "from_buffer", False)
+        src = alias_view(memory, buffer, src_side, itemsize, None, "from_buffer")
+        expected = memory.copy()
+        if dst.size and not dst.layout.is_unique:
+            with pytest.raises(ValueError, match="dst layout is not unique"):
+                copy(dst, src)
+        else:
+            np.copyto(numpy_items(expected, dst_side, itemsize),
+                      numpy_items(expected, src_side, itemsize).copy())  # fmt: skip
+            copy(dst, src)
+        assert memory.tobytes() == expected.tobytes(), (seed, itemsize, dst_side, src_side)
 
 
 def test_device_accessible_memory_shared_by_both_sides_is_refused():

@@ -4,7 +4,9 @@ The simulator must be enabled before Numba's CUDA target is imported, so the cas
 in a subprocess (this file, executed as a script with ``NUMBA_ENABLE_CUDASIM=1``). Cases:
 named layouts that reach every kernel shape (square, thin and multi-axis tiles, the three
 block shapes, fills, edges), random pairs of the benchmark's generator at small sizes,
-and random small edge cases (odd itemsizes, misaligned bases, broadcasting).
+and random small edge cases (odd itemsizes, misaligned bases, broadcasting); and views of
+one buffer: kernels between views whose elements share no byte, and copies of views that
+do, which are refused before any kernel runs.
 """
 
 import os
@@ -20,6 +22,9 @@ HERE = Path(__file__).resolve().parent
 #: of a block as a Python thread: keep the count small).
 GENERATOR_CASES = 36
 EDGE_CASES = 40
+#: Kernel runs between views of one buffer that share no byte (and half as many refused
+#: copies of views that do).
+ALIAS_CASES = 30
 
 
 def _typed(rng, shape, dtype):
@@ -138,6 +143,70 @@ def run_cases():
     return counts
 
 
+def run_alias_cases():
+    """Seeded :func:`helpers.copy_cases.aliased_case` pairs of views of one buffer that
+    claims to be device memory: those whose elements share no byte (interleaved views,
+    disjoint parts) run the device kernels in place, checked against NumPy (the source as
+    it was before the copy); those that share a byte are refused by ``layoutkit.copy``
+    before any kernel runs, and nothing is written. Returns ``{kind: count}``."""
+    from helpers.copy_cases import (
+        ALIAS_ELEMENTS,
+        DeviceView,
+        SeededRandom,
+        aliased_case,
+        numpy_items,
+        offset_layout,
+    )
+
+    import layoutkit
+    from layoutkit import StridedLayout, StridedMemoryView
+    from layoutkit.copy._api import _broadcast, shares_bytes
+    from layoutkit.copy.gpu import launch_plan
+    from layoutkit.copy.plan import KERNEL, plan_copy
+
+    counts = {"alias-kernel": 0, "alias-refused": 0}
+    seed = 0
+    while counts["alias-kernel"] < ALIAS_CASES or counts["alias-refused"] < ALIAS_CASES // 2:
+        seed += 1
+        case = aliased_case(SeededRandom(seed), max_ndim=6)
+        if case is None:
+            continue
+        itemsize, dst_side, src_side = case
+        memory = np.frombuffer(np.random.default_rng(seed).bytes(ALIAS_ELEMENTS * itemsize),
+                               np.uint8).copy()  # fmt: skip
+        device = DeviceView(memory, 0)
+        whole = StridedMemoryView.from_buffer(
+            device.buffer, StridedLayout.dense((ALIAS_ELEMENTS,), itemsize), f"V{itemsize}"
+        )
+        dst = whole.view(offset_layout(dst_side[0], dst_side[1], itemsize, dst_side[2]))
+        src = whole.view(offset_layout(src_side[0], src_side[1], itemsize, src_side[2]))
+        if not dst.size or not dst.layout.is_unique:
+            continue
+        src_layout = _broadcast(dst.layout, src.layout)
+        expected = memory.copy()
+        if shares_bytes(dst, src, dst.layout, src_layout):
+            if dst.ptr == src.ptr and dst.layout == src_layout:
+                continue  # a no-op
+            try:
+                layoutkit.copy(dst, src)
+            except ValueError as exc:
+                assert "share device-accessible memory" in str(exc), exc
+            else:
+                raise AssertionError(f"a device copy of views that share bytes ran: {case}")
+            assert memory.tobytes() == expected.tobytes(), f"a refused copy wrote: {case}"
+            counts["alias-refused"] += 1
+            continue
+        plan = plan_copy(dst.layout, src_layout, dst.ptr, src.ptr, True, True)
+        if plan.method != KERNEL:
+            continue
+        np.copyto(numpy_items(expected, dst_side, itemsize),
+                  numpy_items(expected, src_side, itemsize).copy())  # fmt: skip
+        launch_plan(plan, dst.ptr, src.ptr)
+        assert memory.tobytes() == expected.tobytes(), (case, plan.describe())
+        counts["alias-kernel"] += 1
+    return counts
+
+
 def test_kernels_under_the_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
@@ -146,6 +215,8 @@ def test_kernels_under_the_simulator():
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     counts = eval(result.stdout.strip().splitlines()[-1])
+    assert counts.get("alias-kernel", 0) >= ALIAS_CASES, counts
+    assert counts.get("alias-refused", 0) >= ALIAS_CASES // 2, counts
     for unit in (1, 2, 4, 8, 16):
         assert counts.get(f"tiled-{unit}", 0) >= 2, counts
         assert counts.get(f"direct-{unit}", 0) >= 1, counts
@@ -162,4 +233,4 @@ if __name__ == "__main__":
     from numba.core import config
 
     assert config.ENABLE_CUDASIM, "run with NUMBA_ENABLE_CUDASIM=1"
-    print(run_cases())
+    print({**run_cases(), **run_alias_cases()})

@@ -7,12 +7,23 @@ is refused with ``TypeError`` before any memory is touched; a copy that runs wri
 exactly the destination's elements, with NumPy's values (a source that overlaps the
 destination read as it was before the copy, as through NumPy's temporary), and not one
 byte more; a copy that is refused (read-only or aliasing destination, shapes that do not
-broadcast) writes nothing.
+broadcast) writes nothing. Views of one buffer (any strides, offsets, itemsizes and
+dimensions, made by ``from_buffer``, ``view()`` or the array interface) copy through each
+of ``copy``, ``copy_from`` and ``copy_to`` as ``np.copyto`` copies arrays that alias the
+same way.
 """
 
 import types
 
 import numpy as np
+from helpers.copy_cases import (
+    ALIAS_ELEMENTS,
+    DrawRandom,
+    alias_dtypes,
+    alias_view,
+    aliased_case,
+    numpy_items,
+)
 from helpers.hostile import Cases, note
 from helpers.hostile_checks import (
     DOCUMENTED_OR_HOSTILE,
@@ -342,6 +353,65 @@ def _fuzz(examples, slow_examples=None):
 
 cases.add("fuzz_copies_in_canary_memory", _fuzz(150), timeout=300)
 cases.add("fuzz_copies_in_canary_memory_long", _fuzz(250, 10000), timeout=3600, slow=True)
+
+
+# ------------------------------------------------------------------ views of one buffer
+#: The three ways to ask for a copy; each must give ``np.copyto``'s answer.
+COPY_CALLS = {
+    "layoutkit.copy(dst, src)": lambda dst, src: layoutkit.copy(dst, src),
+    "dst.copy_from(src)": lambda dst, src: dst.copy_from(src),
+    "src.copy_to(dst)": lambda dst, src: src.copy_to(dst),
+}
+
+
+def _aliased_copy(data):
+    """One :func:`helpers.copy_cases.aliased_case` in canary memory: both views over one
+    Buffer (or its memory), made by ``from_buffer`` (read-only, writable or the default),
+    ``view()`` or the array interface, copied by one of ``COPY_CALLS``. The oracle is
+    ``np.copyto(dst, src.copy())`` between arrays that alias the same way: the source as
+    it was before the copy, for any overlap (``np.copyto(dst, src)`` is not that for 1-d
+    views with different strides of one sign, which NumPy copies element by element)."""
+    case = aliased_case(DrawRandom(data))
+    if case is None:
+        return
+    itemsize, dst_side, src_side = case
+    block = Poisoned(ALIAS_ELEMENTS * itemsize, seed=data.draw(st.integers(0, 7)))
+    buffer = layoutkit.StridedMemoryView.from_array_interface(block.inner).buffer
+    dtype = data.draw(st.sampled_from(alias_dtypes(itemsize)), label="dtype")
+    hows = ("from_buffer", "view") if dtype is None else ("from_buffer", "view", "array_interface")
+    readonly = data.draw(st.sampled_from((None, None, False, True)), label="dst is_readonly")
+    dst = alias_view(block.inner, buffer, dst_side, itemsize, dtype,
+                     data.draw(st.sampled_from(hows), label="dst made by"), readonly)  # fmt: skip
+    src = alias_view(block.inner, buffer, src_side, itemsize, dtype,
+                     data.draw(st.sampled_from(hows), label="src made by"))  # fmt: skip
+    call = data.draw(st.sampled_from(sorted(COPY_CALLS)), label="call")
+    note((itemsize, dst_side, src_side, dtype, dst.layout, src.layout, dst.readonly, call))
+    expected = block.inner.copy()
+    if dst.size and not dst.readonly and dst.layout.is_unique:
+        np.copyto(numpy_items(expected, dst_side, itemsize),
+                  numpy_items(expected, src_side, itemsize).copy())  # fmt: skip
+    ok, exc = refused_or_ok(COPY_CALLS[call], dst, src, what=call)
+    if not ok:
+        check(isinstance(exc, ValueError) and (dst.readonly or not dst.layout.is_unique),
+              f"{call} refused a valid copy: {type(exc).__name__}: {exc}")  # fmt: skip
+        block.untouched(f"a refused {call}")
+        return
+    check(not dst.readonly or not dst.size, f"{call} wrote a read-only destination")
+    block.only_changed(expected, f"{call} between views of one buffer")
+
+
+def _aliased_fuzz(examples, slow_examples=None):
+    @fuzz_settings(examples, slow_examples)
+    @given(st.data())
+    def run(data):
+        _aliased_copy(data)
+
+    return run
+
+
+cases.add("fuzz_copies_between_views_of_one_buffer", _aliased_fuzz(400), timeout=300)
+cases.add("fuzz_copies_between_views_of_one_buffer_long", _aliased_fuzz(400, 20000),
+          timeout=3600, slow=True)  # fmt: skip
 
 
 @cases.case

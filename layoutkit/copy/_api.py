@@ -304,15 +304,18 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
     Host-to-host copies are done when the call returns. A copy whose destination is
     device-accessible memory is queued on ``stream``. A copy into host-only memory from
     device memory returns once the data has arrived. The waits are logged (``"Syncing
-    stream <handle>"``, level DEBUG, logger ``layoutkit.copy``). A source that shares memory with
-    ``dst`` is read as it was before the copy (through a temporary, as NumPy does) where
-    it is host-only memory, and refused where it is device-accessible (device, pinned or
-    managed memory, which work queued on a stream may still be writing); a view copied
-    onto itself is a no-op, and views of one buffer whose elements share no byte
+    stream <handle>"``, level DEBUG, logger ``layoutkit.copy``). A source that shares
+    memory with ``dst`` is read as it was before the copy (through a temporary;
+    ``np.copyto`` does the same, except for 1-d views with different strides of one sign,
+    which it copies element by element: ``a[::2] <- a[:6]``) where it is host-only
+    memory, and refused where it is device-accessible (device, pinned or managed memory,
+    which work queued on a stream may still be writing); a view copied onto itself is a
+    no-op, and views of one buffer whose elements share no byte
     (``a[::2]`` and ``a[1::2]``) are copied directly. A copy between device-accessible
     views can be captured into a CUDA graph on a capturing ``stream`` (it allocates
-    nothing and never waits); run it once before capturing, so its kernel is compiled. A copy with a host-only side cannot be
-    captured and raises ``RuntimeError`` on a capturing stream.
+    nothing and, unless ``blocking=True``, never waits); run it once before capturing, so
+    its kernel is compiled. A copy with a host-only side cannot be captured and raises
+    ``RuntimeError`` on a capturing stream.
 
     Raises
     ------

@@ -260,3 +260,193 @@ def DeviceView(array, device_id):
     resource = ClaimsDevice(device_id, array)
     buffer = Buffer.from_handle(host.buffer.ptr, host.buffer.size, mr=resource)
     return StridedMemoryView.from_buffer(buffer, host.layout, host.dtype)
+
+
+# ----------------------------------------------------------------------------- aliasing
+#: Itemsizes of the aliasing cases: odd ones, and items wider than the widest unit (16).
+ALIAS_ITEMSIZES = (1, 2, 3, 4, 5, 8, 12, 16, 32)
+#: Elements of the one buffer both sides of an aliasing case view.
+ALIAS_ELEMENTS = 160
+#: Strides of extent-1 axes, which no element uses (DECISIONS 6): any value goes.
+JUNK_STRIDES = (0, 1, -1, 7, 10**6, -(10**9), 2**40)
+#: How the source of an aliasing case relates to the destination (see :func:`aliased_case`).
+RELATIONS = ("independent", "shifted", "permuted", "reversed", "broadcast", "scaled")
+
+
+class DrawRandom:
+    """The three draws :func:`aliased_case` makes, from hypothesis's ``data`` (shrinkable)."""
+
+    def __init__(self, data):
+        self._data = data
+
+    def integers(self, low, high):
+        """An int in ``[low, high]``."""
+        return self._data.draw(st.integers(low, high))
+
+    def choice(self, values):
+        return self._data.draw(st.sampled_from(values))
+
+    def random(self):
+        return self._data.draw(st.floats(0, 1, exclude_max=True))
+
+
+class SeededRandom:
+    """The same draws from a seeded ``random.Random`` (the seeded drivers)."""
+
+    def __init__(self, seed):
+        import random
+
+        self._rng = random.Random(seed)
+
+    def integers(self, low, high):
+        return self._rng.randint(low, high)
+
+    def choice(self, values):
+        return self._rng.choice(values)
+
+    def random(self):
+        return self._rng.random()
+
+
+def offset_layout(shape, strides, itemsize, offset):
+    """``StridedLayout(shape, strides, itemsize)`` with slice offset ``offset`` (>= 0), made
+    through public slicing only (also at 64 dimensions)."""
+    shape, strides = tuple(shape), tuple(strides)
+    if len(shape) < 64:
+        return StridedLayout((offset + 1, *shape), (1, *strides), itemsize)[offset]
+    k = shape.index(1)  # at 64 dimensions, most axes have extent 1: slice one of them
+    index = [slice(None)] * len(shape)
+    index[k] = slice(offset, offset + 1)
+    wide = StridedLayout(shape[:k] + (offset + 1,) + shape[k + 1 :],
+                         strides[:k] + (1,) + strides[k + 1 :], itemsize)  # fmt: skip
+    return wide[tuple(index)]
+
+
+def _place(rng, shape, strides, capacity, near=None):
+    """An offset that keeps every element of ``(shape, strides)`` in ``[0, capacity)``
+    (near ``near`` when given), or None when they cannot fit."""
+    used = [(e, s) for e, s in zip(shape, strides, strict=True) if e > 1]
+    low = sum((e - 1) * s for e, s in used if s < 0)
+    high = sum((e - 1) * s for e, s in used if s > 0)
+    if 0 in shape:
+        return rng.integers(0, capacity - 1)
+    if high - low >= capacity:
+        return None
+    first, last = -low, capacity - 1 - high
+    if near is not None:
+        reach = high - low + 1
+        first, last = max(first, near - reach), min(last, near + reach)
+        if first > last:
+            return None
+    return rng.integers(first, last)
+
+
+def _random_strides(rng, shape):
+    """Strides in ``[-9, 9]``; junk ones on half the extent-1 axes."""
+    return [rng.choice(JUNK_STRIDES) if e == 1 and rng.random() < 0.5 else rng.integers(-9, 9)
+            for e in shape]  # fmt: skip
+
+
+def _related_strides(rng, relation, shape, strides):
+    """The source's strides for ``relation`` to a destination of ``(shape, strides)``."""
+    strides = list(strides)
+    n = len(shape)
+    if relation == "permuted":  # a transpose onto itself: swap axes of equal extent
+        for _ in range(n):
+            a, b = rng.integers(0, n - 1), rng.integers(0, n - 1)
+            if shape[a] == shape[b]:
+                strides[a], strides[b] = strides[b], strides[a]
+    elif relation == "reversed":
+        strides = [-s if rng.random() < 0.5 else s for s in strides]
+    elif relation == "broadcast":  # the source repeats some of the destination's elements
+        strides = [0 if rng.random() < 0.4 else s for s in strides]
+    elif relation == "scaled":  # a[::2] <- a[::3], a[::2] <- a[1::2], ...
+        factor = rng.choice((-3, -2, -1, 2, 3))
+        strides = [s * factor for s in strides]
+    return strides
+
+
+def aliased_case(rng, max_ndim=64):
+    """A random copy between two views of one buffer: ``(itemsize, dst, src)``.
+
+    ``dst`` and ``src`` are ``(shape, strides, offset)`` in elements of ``ALIAS_ELEMENTS``
+    elements of ``itemsize`` bytes; ``src``'s shape broadcasts to ``dst``'s (a suffix,
+    extent-1 axes, leading extent-1 axes beyond ``dst``'s). ``src`` relates to ``dst`` as
+    one of ``RELATIONS`` says: independent strides, the same strides elsewhere (partial
+    overlaps whose elements do or do not intersect), axes of equal extent swapped
+    (transposes onto themselves), axes reversed, stride 0 (a broadcast source that aliases
+    the destination) or scaled strides (interleaved views). Extent-1 axes take junk
+    strides; up to ``max_ndim`` dimensions, at most 4 of extent above 1. ``rng`` is a
+    :class:`DrawRandom` or a :class:`SeededRandom`; returns None for a draw that does not
+    fit in the buffer.
+    """
+    itemsize = rng.choice(ALIAS_ITEMSIZES)
+    ndim = rng.choice((0, 1, 1, 2, 2, 3, 3, 4, 5, 12, max_ndim))
+    ndim = min(ndim, max_ndim)
+    shape = [1] * ndim
+    for _ in range(min(ndim, 4)):
+        shape[rng.integers(0, ndim - 1)] = rng.choice((0, 1, 2, 2, 3, 3, 4, 4, 5, 6))
+    strides = _random_strides(rng, shape)
+    dst_offset = _place(rng, shape, strides, ALIAS_ELEMENTS)
+    if dst_offset is None:
+        return None
+    relation = rng.choice(RELATIONS)
+    if relation == "independent":
+        src_strides = _random_strides(rng, shape)
+    else:
+        src_strides = _related_strides(rng, relation, shape, strides)
+    src_shape = list(shape)
+    for k in range(ndim):  # extent-1 axes that broadcast
+        if rng.random() < 0.15:
+            src_shape[k] = 1
+    src_strides = [rng.choice(JUNK_STRIDES) if e == 1 and s != o else o
+                   for e, s, o in zip(src_shape, shape, src_strides, strict=True)]  # fmt: skip
+    drop = rng.integers(0, ndim) if rng.random() < 0.2 else 0  # fewer dimensions
+    src_shape, src_strides = src_shape[drop:], src_strides[drop:]
+    if ndim < max_ndim and rng.random() < 0.1:  # leading extent-1 axes np.copyto drops
+        src_shape, src_strides = [1, *src_shape], [rng.choice(JUNK_STRIDES), *src_strides]
+    near = None if relation == "independent" else dst_offset
+    src_offset = _place(rng, src_shape, src_strides, ALIAS_ELEMENTS, near)
+    if src_offset is None:
+        return None
+    return itemsize, (tuple(shape), tuple(strides), dst_offset), \
+        (tuple(src_shape), tuple(src_strides), src_offset)  # fmt: skip
+
+
+def alias_dtypes(itemsize):
+    """Dtypes of ``itemsize`` bytes for views of an aliasing case: none (a view without a
+    dtype), opaque bytes, a struct with padding, and a NumPy number where one exists."""
+    dtypes = [None, np.dtype(f"V{itemsize}"),
+              np.dtype({"names": ["last"], "formats": ["u1"], "offsets": [itemsize - 1],
+                        "itemsize": itemsize})]  # fmt: skip
+    numbers = {1: "u1", 2: "i2", 4: "f4", 8: "f8", 16: "c16"}
+    if itemsize in numbers:
+        dtypes.append(np.dtype(numbers[itemsize]))
+    if itemsize == 8:
+        dtypes.append(np.dtype("i1,f4", align=True))  # padding NumPy names like a field
+    return dtypes
+
+
+def numpy_items(memory, side, itemsize):
+    """The ``V<itemsize>`` ndarray over ``memory`` (a uint8 array) that ``side``
+    (``(shape, strides, offset)`` in elements) describes: an oracle for its bytes."""
+    shape, strides, offset = side
+    byte_strides = tuple(s * itemsize for s in strides)  # junk ones too: NumPy ignores them
+    if 0 in shape:
+        return np.empty(shape, f"V{itemsize}")
+    return np.ndarray(shape, f"V{itemsize}", memory, offset * itemsize, byte_strides)
+
+
+def alias_view(memory, buffer, side, itemsize, dtype, how, is_readonly=None):
+    """A view of ``side`` in ``memory`` made ``how`` says: ``"from_buffer"`` over ``buffer``
+    (with ``is_readonly``), ``"view"`` of a view of all of ``buffer``, or
+    ``"array_interface"`` of an ndarray over ``memory`` (its own Buffer)."""
+    shape, strides, offset = side
+    layout = offset_layout(shape, strides, itemsize, offset)
+    if how == "from_buffer":
+        return StridedMemoryView.from_buffer(buffer, layout, dtype, is_readonly)
+    if how == "view":
+        whole = StridedLayout.dense((buffer.size // itemsize,), itemsize)
+        return StridedMemoryView.from_buffer(buffer, whole, dtype).view(layout)
+    items = numpy_items(memory, side, itemsize).view(dtype or f"V{itemsize}")
+    return StridedMemoryView.from_array_interface(items)
