@@ -92,7 +92,7 @@ def _as_ints(values, name, scalar_ok=True):
         return values
     if kind is not tuple and kind is not list:
         expected = "a sequence of integers" + (" or an integer" if scalar_ok else "")
-        if isinstance(values, (str, bytes, bytearray, dict, set, frozenset)):
+        if isinstance(values, (str, bytes, bytearray, memoryview, dict, set, frozenset)):
             raise TypeError(
                 f"{name} must be {expected}, got {_describe(values)} of type {kind.__name__}"
             )
@@ -1070,7 +1070,7 @@ class StridedLayout:
         n = len(self._shape)
         if type(axis) is int and -n - 1 <= axis <= n:
             if n == MAX_NDIM:
-                _check_ndim(n + 1, "the unsqueezed layout")
+                _check_ndim(n + 1, f"axis {axis}: the unsqueezed layout")
             m = n + 1
             new_axes = 1 << (axis + m if axis < 0 else axis)
         else:
@@ -1078,7 +1078,7 @@ class StridedLayout:
             if not axes:
                 return self if type(self) is StridedLayout else _copy(self)
             m = n + len(axes)
-            _check_ndim(m, "the unsqueezed layout")
+            _check_ndim(m, f"axis {_describe(axes)}: the unsqueezed layout")
             new_axes = 0
             for a in axes:
                 bit = 1 << _normalize_axis(a, m, "axis")

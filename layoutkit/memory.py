@@ -851,6 +851,8 @@ class HostMemoryResource(MemoryResource):
         ``Buffer.from_handle(ptr, size, mr=resource)``, or a direct call) frees nothing
         in use; the buffer's own call then raises ``ValueError``, as any second call does.
         """
+        ptr = _uint64("ptr", ptr)
+        _uint64("size", size)  # not needed, but an argument like any other
         if self._storage.pop(ptr, None) is None:
             raise ValueError(
                 f"ptr 0x{ptr:x} was not allocated by this HostMemoryResource or is already freed"

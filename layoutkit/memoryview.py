@@ -60,7 +60,7 @@ from .interop.exchange import exchange_capsule
 from .interop.fastpaths import fast_record
 from .interop.host import interface_dict, ndarray_record, read_array_interface
 from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
-from .layout import StridedLayout, _as_index, plain_layout
+from .layout import StridedLayout, _as_index, _check_itemsize, plain_layout
 from .memory import Buffer
 
 __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory", "check_memory"]
@@ -1087,6 +1087,8 @@ def _is_array_like(value):
 
 def _buffer_arguments(args, shape, strides, layout, itemsize, dtype, is_readonly):
     """Read ``from_buffer``'s two call forms into ``(layout, dtype, is_readonly)``."""
+    if itemsize is not None:  # an integer in both forms, before it is compared with any
+        itemsize = _check_itemsize(itemsize)
     if args and isinstance(args[0], StridedLayout):  # (buffer, layout, dtype, is_readonly)
         if len(args) > 3 or layout is not None or shape is not None or strides is not None:
             raise TypeError(

@@ -142,7 +142,16 @@ BAD_CALLS = {
     "unsqueezed range list": (lambda: L.unsqueezed([0, -6]), AxisError, r"axis -6 .*5 dim"),
     "unsqueezed repeat": (lambda: L.unsqueezed((1, -4)), ValueError, r"axis \(1, -4\) repeats"),
     "unsqueezed 65 dims": (
-        lambda: StridedLayout.dense((1,) * 64, 1).unsqueezed(0), ValueError, r"65 dim"
+        lambda: StridedLayout.dense((1,) * 64, 1).unsqueezed(0), ValueError, r"axis 0: .*65 dim"
+    ),
+    "unsqueezed too many axes": (  # the message names the argument that added them
+        lambda: L.unsqueezed(TOO_MANY), ValueError, r"axis \(1, 1, .*: the unsqueezed .*68 dim"
+    ),
+    "unsqueezed memoryview": (  # bytes-likes are not sequences of axes (as bytes are not)
+        lambda: L.unsqueezed(memoryview(b"\x00\x01")), TypeError, r"axis .*memoryview"
+    ),
+    "shape memoryview": (
+        lambda: StridedLayout(memoryview(b"\x02\x03"), None, 4), TypeError, r"shape .*memoryview"
     ),
     # ---------------------------------------------------------------- broadcast_to
     "broadcast None": (lambda: L.broadcast_to(None), TypeError, r"shape.*None"),

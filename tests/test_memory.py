@@ -430,6 +430,24 @@ def test_host_resource_rejects_foreign_and_double_deallocation():
         HostMemoryResource().deallocate(0x1000, 8)
 
 
+@pytest.mark.parametrize(("ptr", "size", "error", "words"), [
+    (None, 8, TypeError, "ptr"), ("0x1000", 8, TypeError, "ptr"), (4096.0, 8, TypeError, "ptr"),
+    (-1, 8, OverflowError, "ptr"), (2**64, 8, OverflowError, "ptr"),
+    ("valid", 8.0, TypeError, "size"), ("valid", -1, OverflowError, "size"),
+])  # fmt: skip
+def test_host_resource_deallocate_reads_its_arguments_first(ptr, size, error, words):
+    """``deallocate(None, 8)`` raised "unsupported format string passed to
+    NoneType.__format__" (its message formatted ``ptr`` with ``:x``); a refused call
+    frees nothing."""
+    mr = HostMemoryResource()
+    buf = mr.allocate(8)
+    with pytest.raises(error, match=words):
+        mr.deallocate(buf.ptr if ptr == "valid" else ptr, size)
+    assert buf.ptr in mr._storage
+    buf.close()
+    assert mr._storage == {}
+
+
 @pytest.mark.parametrize(("size", "error"), [(-1, OverflowError), (2**64, OverflowError),
                                              (1.0, TypeError), ("8", TypeError)])
 def test_host_resource_rejects_bad_sizes(size, error):

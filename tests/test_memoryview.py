@@ -289,6 +289,21 @@ def test_from_buffer_bad_arguments(host_buffer):
         StridedMemoryView.from_buffer(buffer, StridedLayout.dense((6,), 8), object)
 
 
+@pytest.mark.parametrize("itemsize", [4.0, np.float64(4), "4", np.array([4]), True])
+@pytest.mark.parametrize("form", ["layout", "shape and dtype"])
+def test_from_buffer_itemsize_is_an_integer_in_both_forms(host_buffer, itemsize, form):
+    """``itemsize=4.0`` (equal to the layout's or dtype's) was accepted, ``"4"`` refused as
+    a mismatch (``itemsize (4) does not match ... (4)``): it is read as an integer first."""
+    buffer, _ = host_buffer
+    if form == "layout":
+        call = {"layout": StridedLayout.dense((12,), 4)}
+    else:
+        call = {"shape": (12,), "dtype": np.float32}
+    with pytest.raises(TypeError, match="itemsize must be an integer"):
+        StridedMemoryView.from_buffer(buffer, itemsize=itemsize, **call)
+    assert StridedMemoryView.from_buffer(buffer, itemsize=np.int64(4), **call).shape == (12,)
+
+
 def test_closed_buffer():
     a = np.arange(4.0)
     buffer = Buffer.from_handle(data_pointer(a), a.nbytes, owner=a)

@@ -289,3 +289,130 @@ def numpy_reading(obj):
         return np.asarray(obj)
     except Exception as exc:
         return exc
+
+
+# ------------------------------------------------------------------ the API-wide catalogue
+class Index:
+    """An integer-like through ``__index__`` only, returning ``value`` (any object)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __index__(self):
+        return self.value
+
+    def __repr__(self):
+        return f"Index({self.value!r})"
+
+
+class IntRaisingIndex(int):
+    """An ``int`` subclass whose ``__index__`` raises (its value is still an int's)."""
+
+    def __index__(self):
+        raise HostileError("__index__ of an int subclass refuses")
+
+    def __repr__(self):
+        return f"IntRaisingIndex({int(self)})"
+
+
+class LyingTuple(tuple):
+    """A tuple subclass whose ``__len__`` claims ``length`` entries."""
+
+    def __new__(cls, items, length):
+        self = super().__new__(cls, items)
+        self.length = length
+        return self
+
+    def __len__(self):
+        return self.length
+
+    def __repr__(self):
+        return f"LyingTuple({tuple(self)!r}, len={self.length})"
+
+
+class RaisingList(list):
+    """A list subclass whose ``__iter__`` raises :class:`HostileError` half-way."""
+
+    def __iter__(self):
+        yield from list.__iter__(self[: len(self) // 2])
+        raise HostileError("list iteration refuses half-way")
+
+
+class DisagreeingList(list):
+    """A list subclass whose ``__getitem__`` and ``__iter__`` give other values than its
+    items (and each other)."""
+
+    def __iter__(self):
+        return iter([v + 1 for v in list.__iter__(self)])
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return list.__getitem__(self, index)
+        return list.__getitem__(self, index) + 2
+
+
+class MutatingList(list):
+    """A list subclass that appends to itself while it is iterated (capped, so that a
+    consumer reading it to the end stops)."""
+
+    def __iter__(self):
+        for index, value in enumerate(list.__iter__(self)):
+            if index < 100:
+                self.append(value)
+            yield value
+
+
+class RaisingDunder:
+    """An object whose special method ``name`` (``__eq__``, ``__hash__``, ``__bool__``,
+    ``__repr__``, ``__str__``, ...) raises :class:`HostileError`."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def _raise(self, *args):
+        raise HostileError(f"{self.name} refuses")
+
+    def __eq__(self, other):
+        if self.name == "__eq__":
+            self._raise()
+        return self is other
+
+    def __hash__(self):
+        if self.name == "__hash__":
+            self._raise()
+        return id(self) >> 4
+
+    def __bool__(self):
+        if self.name == "__bool__":
+            self._raise()
+        return True
+
+    def __repr__(self):
+        if self.name == "__repr__":
+            self._raise()
+        return f"RaisingDunder({self.name})"
+
+    def __str__(self):
+        if self.name == "__str__":
+            self._raise()
+        return repr(self)
+
+
+class RaisingDLPack:
+    """A DLPack producer whose ``__dlpack__`` and ``__dlpack_device__`` raise."""
+
+    def __dlpack__(self, *args, **kwargs):
+        raise HostileError("__dlpack__ refuses")
+
+    def __dlpack_device__(self):
+        raise HostileError("__dlpack_device__ refuses")
+
+    def __repr__(self):
+        return "RaisingDLPack()"
+
+
+def recursive_list():
+    """A list that contains itself."""
+    items = [1]
+    items.append(items)
+    return items
