@@ -395,10 +395,12 @@ TARGETS = [
     Target("StridedMemoryView.permuted", host_view, _method("permuted"),
            {"axis_order": _const((1, 0))}),
     Target("StridedMemoryView.copy_from", host_view, _method("copy_from"),
-           {"other": host_view, "stream": _const(None)}, no_plain=("other",),
+           {"other": host_view, "stream": _const(None), "allocator": _const(None),
+            "blocking": _const(None)}, no_plain=("other", "allocator"),
            names={"other": ("src",)}),
     Target("StridedMemoryView.copy_to", host_view, _method("copy_to"),
-           {"other": host_view, "stream": _const(None)}, no_plain=("other",),
+           {"other": host_view, "stream": _const(None), "allocator": _const(None),
+            "blocking": _const(None)}, no_plain=("other", "allocator"),
            names={"other": ("dst",)}),
     Target("StridedMemoryView.__getitem__", host_view, _method("__getitem__"),
            {"index": _const((1, 2))}, names={"index": ("indices",)},
@@ -450,8 +452,11 @@ TARGETS = [
            baseline_may_fail=(TypeError,), names={"args": ("Stream",)}),
     # -------------------------------------------------------------- functions
     Target("copy", None, lambda _: layoutkit.copy,
-           {"dst": host_view, "src": host_view, "stream": _const(None)},
-           no_plain=("dst", "src")),
+           {"dst": host_view, "src": host_view, "stream": _const(None),
+            "allocator": _const(None), "blocking": _const(None)},
+           no_plain=("dst", "src", "allocator")),
+    Target("CopyAllocatorOptions", None, lambda _: layoutkit.CopyAllocatorOptions,
+           {"host": _const(None), "device": _const(None)}, no_plain=("host", "device")),
     Target("plan_copy", None, lambda _: layoutkit.plan_copy,
            {"dst_layout": dense_layout, "src_layout": lambda: StridedLayout.dense((2, 3, 4), 4, "F"),
             "dst_ptr": _const(0), "src_ptr": _const(0), "dst_on_device": _const(False),
@@ -479,7 +484,7 @@ NO_PARAMETERS = {
     "Buffer": {"__dlpack_device__", "__enter__", "__reduce_ex__"},
     "StridedMemoryView": {"__dlpack_device__", "__len__", "__reduce_ex__"},
     "Stream": {"__enter__", "close", "sync", "__exit__", "__eq__", "__reduce_ex__",
-               "__cuda_stream__"},
+               "__cuda_stream__", "from_handle"},  # from_handle: a valid handle needs a GPU
     "Device": {"set_current", "sync", "allocate", "create_stream", "__int__"},
 }
 #: Constructors without parameters (or abstract), called by the targets that use them.
@@ -498,7 +503,7 @@ def public_callables():
         obj = getattr(layoutkit, name)
         if inspect.isclass(obj) and issubclass(obj, BaseException):
             continue
-        if inspect.ismodule(obj):
+        if inspect.ismodule(obj) and not callable(obj):  # layoutkit.copy: the function
             found.update(f"{name}.{f}" for f in obj.__all__)
             continue
         found.add(name)
