@@ -188,8 +188,14 @@ def test_a_device_stream_orders_a_copy_and_an_import():
     side.synchronize()
     default = device.default_stream
     assert default.handle == 0 and default.device_id == 0 and default == device.default_stream
-    layoutkit.copy(back, on_device, stream=default)
-    default.close()
+    scratch = device.allocate(host.nbytes, default)
+    target = StridedMemoryView.from_buffer(scratch, (4, 3), itemsize=8, dtype=np.float64)
+    layoutkit.copy(target, host.T, stream=default)
+    again = np.zeros((4, 3))
+    layoutkit.copy(again, target, stream=default)
+    np.testing.assert_array_equal(again, host.T)
+    default.close()  # the object only: the legacy stream still works
     device.default_stream.sync()
+    scratch.close()
     del on_device
     gc.collect()  # the late free: the device waited for, no error in the finalizer
