@@ -395,3 +395,42 @@ def test_random_view_stores_agree_with_python_and_numpy(data):
 
 def _host_view(array):
     return StridedMemoryView.from_array_interface(array)
+
+
+@njit(cache=True)
+def _high_ndim_transforms(layout, order, index, other):
+    rebuilt = StridedLayout(layout.shape, layout.strides, layout.itemsize)
+    return (
+        layout.permuted(order), layout.to_dense(order), layout.offset_of(index),
+        rebuilt, rebuilt == other, layout.broadcast_to((2,) + layout.shape[1:])
+        if layout.ndim and layout.shape[0] == 1 else rebuilt,
+    )  # fmt: skip
+
+
+@not_simulated
+@_RANDOM
+@given(st.data())
+def test_random_high_ndim_transforms_agree_with_python_and_numpy(data):
+    """permuted, to_dense, offset_of, StridedLayout(...), == and broadcast_to at 32 and 64
+    dimensions, with axis orders and indices in and out of range."""
+    n = data.draw(st.sampled_from([32, 64]))
+    layout = data.draw(layouts(n))
+    order = data.draw(st.one_of(
+        st.permutations(range(n)).map(tuple),
+        st.lists(st.integers(-n - 1, n), min_size=n, max_size=n).map(tuple),
+    ))  # fmt: skip
+    index = tuple(data.draw(st.integers(-e - 1, e)) for e in layout.shape)
+    other = data.draw(st.one_of(st.just(layout), layouts(n)))
+    python = P.outcome(_high_ndim_transforms.py_func, layout, order, index, other)
+    compiled = P.outcome(_high_ndim_transforms, layout, order, index, other)
+    assert compiled[0] == python[0], (layout, order, index, python, compiled)
+    if python[0] == "raises":
+        assert compiled[1] is python[1], (layout, order, index, python, compiled)
+        return
+    for got, expected in zip(compiled[1], python[1], strict=True):
+        if isinstance(expected, StridedLayout):
+            assert P.exact_layout(got) == P.exact_layout(expected), (layout, order)
+        else:
+            assert got == expected and type(got) is type(expected), (layout, order, index)
+    if enumerable(layout) and layout.volume:
+        assert compiled[1][2] == numpy_view(layout)[index]
