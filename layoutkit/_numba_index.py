@@ -22,6 +22,7 @@ from numba.core.errors import TypingError
 from numba.core.typing import signature
 
 from . import _kernels
+from ._errors import AxisError
 from ._numba_checks import checked_index, raise_in_place
 
 __all__ = ["IndexPlan", "lower_index", "plan_for_type", "plan_for_values", "plan_index"]
@@ -156,7 +157,7 @@ _MUL_FITS_SIGNATURE = signature(types.boolean, types.int64, types.int64)
 
 
 def lower_index(
-    context, builder, plan, index_type, index, shape, strides, offset, itemsize, check, exc, what
+    context, builder, plan, index_type, index, shape, strides, offset, itemsize, check, what
 ):
     """Emit a planned basic index: returns (element offset, new shape, new strides).
 
@@ -177,11 +178,10 @@ def lower_index(
     itemsize : int64 LLVM value
         Bytes per element (the byte limit of new strides).
     check : bool
-        Range-check integer entries (``exc`` with a message naming the axis), and check
+        Range-check integer entries (``AxisError``, an ``IndexError``, with a message
+        naming the axis: the class Python's layouts and views raise), and check
         what ``apply_index`` checks of the offset: that it fits in int64 (in bytes for
         an empty result), which only a zero-volume operand can break.
-    exc : type
-        Exception class for an out-of-range integer.
     what : str
         How messages name the operand, e.g. ``"view index"``.
     """
@@ -200,7 +200,7 @@ def lower_index(
         if op == "int":
             value = checked_index(
                 context, builder, entries[position], entry_types[position], extent, check,
-                exc, f"{what} out of bounds on axis {axis}",
+                AxisError, f"{what} out of bounds on axis {axis}",
             )  # fmt: skip
             if check:
                 status, offset = _call(

@@ -1446,7 +1446,7 @@ def _lower_getitem(context, builder, sig, args):
         context, builder, plan, index_type, args[1],
         cgutils.unpack_tuple(builder, struct.shape, typ.ndim),
         cgutils.unpack_tuple(builder, struct.strides, typ.ndim),
-        struct.slice_offset, struct.itemsize, True, AxisError, "index",
+        struct.slice_offset, struct.itemsize, True, "index",
     )  # fmt: skip
     return _layout_value(context, builder, sig.return_type, shape, strides, struct.itemsize, offset)
 

@@ -51,9 +51,10 @@ What only Python has is a one-line ``TypingError`` that says why: ``buffer`` and
 ``exporting_obj`` (Python objects), ``device_id`` and ``is_device_accessible`` (the
 driver), ``copy_from`` / ``copy_to`` and the ``from_*`` importers, ``repr`` / ``str``.
 
-Indices are checked against their extents (``IndexError``) in ``@njit(boundscheck=True)``
-functions, under ``NUMBA_BOUNDSCHECK=1``, for :class:`BoundsCheckedView` arguments and in
-``layoutkit.cuda.jit(boundscheck=True)`` kernels (reported with ``debug=True``).
+Indices are checked against their extents (``AxisError``, an ``IndexError``, as in Python)
+in ``@njit(boundscheck=True)`` functions, under ``NUMBA_BOUNDSCHECK=1``, for
+:class:`BoundsCheckedView` arguments and in ``layoutkit.cuda.jit(boundscheck=True)``
+kernels (reported with ``debug=True``).
 Transforms (``permuted``, ``with_layout``) are always checked, as in Python.
 
 Element types: every NumPy number type and bool. float16 elements can be read and written
@@ -146,7 +147,7 @@ class StridedViewType(types.Type):
     readonly : bool
         Stores into the view fail to compile.
     boundscheck : bool
-        Every integer index is checked against its extent (``IndexError``).
+        Every integer index is checked against its extent (``AxisError``, an ``IndexError``).
 
     Examples
     --------
@@ -800,7 +801,7 @@ def _apply_index(context, builder, typ, struct, index_type, index, plan):
     offset, shape, strides = lower_index(
         context, builder, plan, index_type, index, shape, strides,
         struct.offset, ir.Constant(ir.IntType(64), typ.itemsize), _boundscheck(context, typ),
-        IndexError, "view index",
+        "view index",
     )  # fmt: skip
     return builder.sub(offset, struct.offset), offset, shape, strides
 
@@ -1161,12 +1162,12 @@ class BoundsCheckedView(metaclass=SealedClass):
     """A view whose indices are checked against their extents in compiled code.
 
     Pass it to ``@njit`` functions in place of the view: an index outside its extent
-    raises ``IndexError`` instead of reaching memory outside the view, without
-    recompiling the function with ``boundscheck=True``. (``@njit(boundscheck=True)`` and
-    ``NUMBA_BOUNDSCHECK=1`` check the indices of every view; in kernels,
-    ``layoutkit.cuda.jit(boundscheck=True, debug=True)`` does.) A view returned from
-    compiled code comes back as a ``BoundsCheckedView`` too. Other attributes are the
-    wrapped view's.
+    raises ``AxisError`` (an ``IndexError``, as Python's view raises) instead of reaching
+    memory outside the view, without recompiling the function with ``boundscheck=True``.
+    (``@njit(boundscheck=True)`` and ``NUMBA_BOUNDSCHECK=1`` check the indices of every
+    view; in kernels, ``layoutkit.cuda.jit(boundscheck=True, debug=True)`` does.) A view
+    returned from compiled code comes back as a ``BoundsCheckedView`` too. Other
+    attributes are the wrapped view's.
 
     Parameters
     ----------
@@ -1187,7 +1188,7 @@ class BoundsCheckedView(metaclass=SealedClass):
     >>> third(BoundsCheckedView(StridedMemoryView.from_array_interface(np.arange(2.0))))
     Traceback (most recent call last):
     ...
-    IndexError: view index out of bounds on axis 0
+    layoutkit._errors.AxisError: view index out of bounds on axis 0
     """
 
     # read-only: the Numba type is made for the view given, so another view put in its

@@ -14,6 +14,7 @@ from numba.np import numpy_support
 
 import layoutkit._driver
 import layoutkit.cuda
+from layoutkit import AxisError
 from layoutkit._numba_view import StridedViewType, strided_view_type
 from layoutkit.cuda import LaunchArgument, extension
 from layoutkit.memoryview import StridedMemoryView
@@ -245,8 +246,9 @@ def test_prepared_launch_packs_one_slot_per_kernel_parameter(monkeypatch):
 
 
 def test_bounds_check_errors_are_reported_by_the_kernel():
-    # indexing is lowered inside the kernel, so its IndexError is in the kernel's own
-    # exception table (what numba-cuda reads back after a debug launch)
+    # indexing is lowered inside the kernel, so its AxisError (an IndexError, the class
+    # Python's view raises) is in the kernel's own exception table (what numba-cuda reads
+    # back after a debug launch)
     from numba.cuda.compiler import compile_cuda
 
     def read_past_end(view, out):
@@ -262,7 +264,7 @@ def test_bounds_check_errors_are_reported_by_the_kernel():
         cc=CC,
     )
     exception_class, arguments, _ = result.call_helper.get_exception(1)
-    assert exception_class is IndexError
+    assert exception_class is AxisError
     assert arguments == ("view index out of bounds on axis 0",)
 
 
@@ -346,7 +348,7 @@ def test_view_checks_raise_from_the_kernel_itself():
         ("ValueError", "with_layout: " + status_error(NOT_UNIQUE_WRITABLE, "").args[0][2:]),
         ("AxisError", "permuted: axis out of range"),
         ("ValueError", "permuted: repeated axis"),
-        ("IndexError", "view index out of bounds on axis 0"),
+        ("AxisError", "view index out of bounds on axis 0"),
         ("ValueError", "slice step cannot be zero"),
     ]:
         assert expected in raised, expected

@@ -149,7 +149,7 @@ def test_checks_of_transforms_raise_in_simulated_kernels():
     broadcast = StridedLayout.dense((3,), 8).broadcast_to((2, 3))  # writable view: refused
     with pytest.raises(ValueError, match="with_layout: the layout is not unique"):
         move_to[1, 1](view, broadcast)
-    with pytest.raises(IndexError, match="view index out of bounds on axis 0"):
+    with pytest.raises(AxisError, match="view index out of bounds on axis 0"):
         read_row[1, 1](view, 2, out)
 
 
@@ -187,7 +187,7 @@ def test_bounds_checked_views_are_kernel_arguments_in_the_simulator():
     was, so the kernel failed with "'BoundsCheckedView' object is not subscriptable"."""
     from helpers.kernels import read_row, scaled_copy
 
-    from layoutkit import BoundsCheckedView
+    from layoutkit import AxisError, BoundsCheckedView
 
     source = np.arange(12.0).reshape(3, 4)[::-1]
     destination = np.zeros((3, 4))
@@ -196,7 +196,7 @@ def test_bounds_checked_views_are_kernel_arguments_in_the_simulator():
     )
     np.testing.assert_array_equal(destination, 3.0 * source)
     out = host_view(np.zeros(1))
-    with pytest.raises(IndexError, match="view index out of bounds on axis 0"):
+    with pytest.raises(AxisError, match="view index out of bounds on axis 0"):
         read_row[1, 1](BoundsCheckedView(host_view(source)), 3, out)
 
 

@@ -8,6 +8,8 @@ own process). A public name added to ``StridedLayout`` or ``StridedMemoryView`` 
 an entry fails here, and so does a name registered on a compiled type that Python lacks.
 """
 
+import functools
+import itertools
 import json
 import os
 import subprocess
@@ -17,12 +19,13 @@ import types
 import numpy as np
 import pytest
 from helpers import parity as P
-from hypothesis import given, settings
+from helpers.strategies import assert_same_mapping, basic_indices, enumerable, layouts, numpy_view
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import njit
 from numba.core.errors import TypingError
 
-from layoutkit import StridedLayout, StridedMemoryView
+from layoutkit import BoundsCheckedView, StridedLayout, StridedMemoryView
 
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 not_simulated = pytest.mark.skipif(SIMULATED, reason="this is the simulator process")
@@ -261,3 +264,173 @@ def test_len_of_a_0d_view_is_a_typing_error():
         len(view)
     with pytest.raises(TypingError, match="len\\(\\) of a 0-d view"):
         njit(lambda v: len(v))(view)
+
+
+# ------------------------------------------------------------------ random drivers
+# Random layouts of any ndim (0-d, zero volume, extent-1 axes with any stride, negative
+# and zero strides, up to 64 dimensions), random dtypes and random basic indices (entries
+# out of range, int64-limit slice bounds, NumPy integer types): Python, @njit and NumPy
+# agree, errors included (the same exception class; compiled code checks view indices in
+# BoundsCheckedView arguments).
+_NDIMS = st.sampled_from([0, 1, 2, 3, 4, 9, 32, 64])
+_RANDOM = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@njit(cache=True)
+def _get(x, index):
+    return x[index]
+
+
+@njit(cache=True)
+def _put(view, index, value):
+    view[index] = value
+
+
+def _random_index(data, shape):
+    return P.with_extremes(data.draw, st, data.draw(basic_indices(shape)))
+
+
+@not_simulated
+@_RANDOM
+@given(st.data())
+def test_random_layout_indices_agree_with_python_and_numpy(data):
+    layout = data.draw(layouts(data.draw(_NDIMS)))
+    index = _random_index(data, layout.shape)
+    python = P.outcome(layout.__getitem__, index)
+    compiled = P.outcome(_get, layout, index)
+    assert compiled[0] == python[0], (layout, index, python, compiled)
+    if python[0] == "raises":
+        assert compiled[1] is python[1], (layout, index, python, compiled)
+        return
+    assert P.exact_layout(compiled[1]) == P.exact_layout(python[1]), (layout, index)
+    if enumerable(layout):
+        assert_same_mapping(compiled[1], numpy_view(layout)[index])
+
+
+def _elements_typed(dtype, readonly):
+    """Whether @njit types single elements of such a view (README's table)."""
+    return dtype not in P.NO_NJIT_ELEMENTS and not (dtype.names and readonly)
+
+
+@not_simulated
+@_RANDOM
+@given(st.data())
+def test_random_view_indices_agree_with_python_and_numpy(data):
+    dtype = data.draw(st.sampled_from(P.DTYPES))
+    _, array = P.array_of(data.draw(layouts(data.draw(_NDIMS))), dtype)
+    view = StridedMemoryView.from_array_interface(array)
+    index = _random_index(data, array.shape)
+    python = P.outcome(view.__getitem__, index)
+    numpy = P.outcome(array.__getitem__, index)
+    what = (array.shape, array.strides, dtype, index, python)
+    if python[0] == "raises":
+        assert numpy[0] == "raises", what
+        # compiled code checks indices of a BoundsCheckedView: the same class as Python
+        assert P.outcome(_get, BoundsCheckedView(view), index) == python, what
+        return
+    assert numpy[0] == "ok", what
+    python, expected = python[1], numpy[1]
+    if not isinstance(python, StridedMemoryView):  # an element
+        if not _elements_typed(dtype, view.readonly):
+            with pytest.raises(TypingError, match="cannot be read"):
+                _get(view, index)
+            return
+        for compiled in (_get(view, index), _get(BoundsCheckedView(view), index)):
+            assert P.same_element(python, compiled) and P.same_element(expected, compiled), what
+        return
+    compiled = _get(view, index)
+    assert P.same_result(python, compiled, "view"), what
+    assert P.exact_layout(compiled.layout) == P.exact_layout(python.layout), what
+    assert compiled.ptr == expected.__array_interface__["data"][0], what
+    assert np.asarray(compiled).tobytes() == expected.tobytes(), what
+    checked = _get(BoundsCheckedView(view), index)
+    assert P.exact_layout(checked.layout) == P.exact_layout(python.layout), what
+    if _elements_typed(dtype, compiled.readonly):  # element by element, in compiled code
+        for position in itertools.islice(np.ndindex(expected.shape), 32):
+            position = tuple(int(i) for i in position)
+            assert P.same_element(expected[position], _get(compiled, position)), what
+
+
+@not_simulated
+@_RANDOM
+@given(st.data())
+def test_random_view_stores_agree_with_python_and_numpy(data):
+    dtype = data.draw(st.sampled_from([d for d in P.DTYPES if _elements_typed(d, False)]))
+    layout = data.draw(layouts(data.draw(_NDIMS)))
+    base, array = P.array_of(layout, dtype)
+    view = StridedMemoryView.from_array_interface(array)
+    position = tuple(data.draw(st.integers(-e - 1, e)) for e in array.shape)
+    if data.draw(st.booleans()):
+        position = P.with_extremes(data.draw, st, position)
+    value = P.values_of(dtype, 1, seed=data.draw(st.integers(0, 300)))[0]
+    if not dtype.names and data.draw(st.booleans()):
+        value = value.item()  # a Python bool, int, float or complex
+    what = (array.shape, array.strides, dtype, position, value)
+    if view.readonly:  # not unique (a zero stride): read-only, as in NumPy (DECISIONS 19)
+        with pytest.raises(TypingError, match="read-only"):
+            _put(view, position, value)
+        return
+    results = {}  # world: (outcome, the buffer's bytes after the store)
+    for world in ("python", "numpy", "checked", "njit"):
+        copy = base.copy()
+        _, target = P.array_of(layout, dtype, copy)
+        if world == "numpy":
+            store = target.__setitem__
+        elif world == "python":
+            store = StridedMemoryView.from_array_interface(target).__setitem__
+        elif world == "checked":
+            store = functools.partial(_put, BoundsCheckedView(_host_view(target)))
+        elif results["python"][0][0] == "ok":  # unchecked compiled code: indices in range
+            store = functools.partial(_put, _host_view(target))
+        else:
+            continue
+        results[world] = P.outcome(store, position, value), copy.tobytes()
+    python = results["python"]
+    assert results["checked"] == python, (what, results)  # the same class, the same bytes
+    assert results["numpy"][1] == python[1], what
+    assert results["numpy"][0][0] == python[0][0], what  # NumPy's IndexError: ours AxisError
+    if "njit" in results:
+        assert results["njit"] == python, what
+
+
+def _host_view(array):
+    return StridedMemoryView.from_array_interface(array)
+
+
+@njit(cache=True)
+def _high_ndim_transforms(layout, order, index, other):
+    rebuilt = StridedLayout(layout.shape, layout.strides, layout.itemsize)
+    return (
+        layout.permuted(order), layout.to_dense(order), layout.offset_of(index),
+        rebuilt, rebuilt == other, layout.broadcast_to((2,) + layout.shape[1:])
+        if layout.ndim and layout.shape[0] == 1 else rebuilt,
+    )  # fmt: skip
+
+
+@not_simulated
+@_RANDOM
+@given(st.data())
+def test_random_high_ndim_transforms_agree_with_python_and_numpy(data):
+    """permuted, to_dense, offset_of, StridedLayout(...), == and broadcast_to at 32 and 64
+    dimensions, with axis orders and indices in and out of range."""
+    n = data.draw(st.sampled_from([32, 64]))
+    layout = data.draw(layouts(n))
+    order = data.draw(st.one_of(
+        st.permutations(range(n)).map(tuple),
+        st.lists(st.integers(-n - 1, n), min_size=n, max_size=n).map(tuple),
+    ))  # fmt: skip
+    index = tuple(data.draw(st.integers(-e - 1, e)) for e in layout.shape)
+    other = data.draw(st.one_of(st.just(layout), layouts(n)))
+    python = P.outcome(_high_ndim_transforms.py_func, layout, order, index, other)
+    compiled = P.outcome(_high_ndim_transforms, layout, order, index, other)
+    assert compiled[0] == python[0], (layout, order, index, python, compiled)
+    if python[0] == "raises":
+        assert compiled[1] is python[1], (layout, order, index, python, compiled)
+        return
+    for got, expected in zip(compiled[1], python[1], strict=True):
+        if isinstance(expected, StridedLayout):
+            assert P.exact_layout(got) == P.exact_layout(expected), (layout, order)
+        else:
+            assert got == expected and type(got) is type(expected), (layout, order, index)
+    if enumerable(layout) and layout.volume:
+        assert compiled[1][2] == numpy_view(layout)[index]

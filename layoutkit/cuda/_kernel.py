@@ -38,9 +38,9 @@ def jit(func=None, /, *, boundscheck=False, **options):
     func : function, optional
         The kernel; when omitted, returns a decorator.
     boundscheck : bool
-        Check every integer index against its extent. A violation raises ``IndexError``
-        at launch when ``debug=True`` is also given (numba-cuda reports device
-        exceptions only in debug mode).
+        Check every integer index against its extent. A violation raises ``AxisError``
+        (an ``IndexError``, as in Python) at launch when ``debug=True`` is also given
+        (numba-cuda reports device exceptions only in debug mode).
     **options
         Passed to ``numba.cuda.jit``.
 

@@ -6,12 +6,14 @@ the same members (the buffer's elements, shape, strides, offset) and applies the
 rules: an index is planned by :func:`layoutkit._numba_index.plan_for_values` (the
 planner compiled code types with), slices follow :func:`layoutkit._kernels.slice_one`,
 ``permuted`` and ``with_layout`` check their arguments as compiled code does. Every
-index is range-checked (``IndexError``), as compiled code does with ``boundscheck``.
+index is range-checked (``AxisError``, an ``IndexError``), as compiled code does with
+``boundscheck``.
 """
 
 import numpy as np
 
 from layoutkit import _kernels
+from layoutkit._errors import AxisError
 from layoutkit._numba_checks import status_error
 from layoutkit._numba_index import plan_for_values
 from layoutkit._numba_view import buffer_limit, fit_status, writes_status
@@ -216,7 +218,7 @@ class SimulatedView:
                 value = int(entries[position])
                 value = value + extent if value < 0 else value
                 if not 0 <= value < extent:
-                    raise IndexError(f"view index out of bounds on axis {axis}")
+                    raise AxisError(f"view index out of bounds on axis {axis}")
                 status, offset = _kernels.step_offset(offset, value, stride)
                 if status:
                     raise OverflowError(

@@ -280,3 +280,107 @@ def same_result(python, compiled, kind):
     if kind == "scalar":  # an element: a NumPy scalar in Python, a Python number compiled
         return compiled == python.item() and type(compiled) is type(python.item())
     return type(compiled) is type(python) and compiled == python
+
+
+# ---------------------------------------------------------------------------------------
+# random drivers (tests/test_parity.py): NumPy arrays of random layouts and dtypes, and
+# basic indices with entries out of range, extreme slice bounds and any integer type
+
+#: Element types of the random view drivers: bool, integers, floats, complex, float16
+#: (no elements in ``@njit``: README's table) and a structured dtype (a Numba record).
+DTYPES = tuple(
+    np.dtype(d)
+    for d in (
+        np.bool_, np.int8, np.uint16, np.int32, np.int64, np.uint64, np.float32, np.float64,
+        np.complex64, np.complex128, np.float16, [("a", "<i4"), ("b", "<f8")],
+    )
+)  # fmt: skip
+#: The dtypes whose elements ``@njit`` refuses to type (a documented ``TypingError``).
+NO_NJIT_ELEMENTS = (np.dtype(np.float16),)
+
+
+def values_of(dtype, count, seed=0):
+    """``count`` distinct-ish valid values of ``dtype`` (a 1-d array; bools alternate)."""
+    numbers = np.arange(seed, seed + count)
+    if dtype.names:
+        values = np.zeros(count, dtype)
+        values["a"], values["b"] = numbers, numbers / 4
+        return values
+    if dtype.kind == "b":
+        return numbers % 3 == 1
+    if dtype.kind == "c":
+        return (numbers + 1j * (numbers + 0.5)).astype(dtype)
+    if dtype.kind == "f":
+        return (numbers / 4).astype(dtype)
+    return (numbers % (127 if dtype.itemsize == 1 else 1 << 15)).astype(dtype)
+
+
+def array_of(layout, dtype, base=None):
+    """``(base, array)``: a NumPy array of ``dtype`` with ``layout``'s shape and element
+    strides over the real 1-d buffer ``base`` (made of ``values_of`` when not given), the
+    layout's lowest offset at ``base[0]``."""
+    shape, strides = layout.shape, layout._strides
+    if 0 in shape:
+        low, high = 0, 0
+    else:
+        low = sum(s * (e - 1) for e, s in zip(shape, strides, strict=True) if s < 0)
+        high = sum(s * (e - 1) for e, s in zip(shape, strides, strict=True) if s > 0)
+    if base is None:
+        base = values_of(dtype, high - low + 1)
+    array = np.lib.stride_tricks.as_strided(
+        base[-low:], shape, [s * dtype.itemsize for s in strides]
+    )
+    return base, array
+
+
+def with_extremes(draw, st, index):
+    """``index`` (from ``helpers.strategies.basic_indices``) with, at random, an integer
+    entry moved out of range, a slice given int64-limit bounds or steps, and the integers
+    given one NumPy or Python integer type."""
+    items = list(index) if type(index) is tuple else [index]
+    ints = [k for k, e in enumerate(items) if type(e) is int]
+    if ints and draw(st.booleans()):
+        items[draw(st.sampled_from(ints))] = draw(
+            st.sampled_from([5, 6, -6, 2**40, -(2**40), 2**63 - 1, -(2**63)])
+        )
+    slices = [k for k, e in enumerate(items) if type(e) is slice]
+    if slices and draw(st.booleans()):
+        bound = st.sampled_from([None, 0, -1, 1, 2**62, -(2**62), 2**63 - 1, -(2**63)])
+        step = st.sampled_from([None, 1, -1, 2**62, 2**63 - 1, -(2**63)])
+        items[draw(st.sampled_from(slices))] = slice(draw(bound), draw(bound), draw(step))
+    kind = draw(st.sampled_from([int, np.int64, np.int32, np.int8, np.uint64, np.uint8]))
+    for k in ints:
+        value = items[k]
+        info = np.iinfo(kind) if kind is not int else None
+        if info is None or info.min <= value <= info.max:
+            items[k] = kind(value)
+    if type(index) is not tuple and draw(st.booleans()):
+        return items[0]
+    return tuple(items)
+
+
+def outcome(function, *args):
+    """``("ok", result)``, ``("raises", exception class)``; a TypingError propagates."""
+    from numba.core.errors import TypingError
+
+    try:
+        return "ok", function(*args)
+    except TypingError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the class is what is compared
+        return "raises", type(error)
+
+
+def exact_layout(layout):
+    """What two layouts must share to mean the same (strides of extent-1 axes too)."""
+    return layout.shape, layout._strides, layout.itemsize, layout.slice_offset
+
+
+def same_element(python, compiled):
+    """An element read in compiled code is the Python view's (a NumPy scalar): the same
+    value and Python type (NaN equal to NaN; a record equal field by field)."""
+    expected = python.item()
+    if isinstance(expected, tuple):  # a structured element: a Numba record in compiled code
+        return tuple(compiled[name] for name in python.dtype.names) == expected
+    same = compiled == expected or (compiled != compiled and expected != expected)
+    return bool(same) and type(compiled) is type(expected)
