@@ -49,7 +49,8 @@ def test_python_block_runs(block):
 def test_readme_gives_one_line_demo_and_test_commands():
     commands = shell_commands()
     demo = [c for c in commands if c.endswith("python -m layoutkit")]
-    tests = [c for c in commands if '".[test]"' in c and c.endswith("python -m pytest")]
+    tests = [c for c in commands if '".[test]"' in c
+             and c.endswith("python -m pytest -n auto --dist loadfile")]
     assert len(demo) == 1 and demo[0].startswith("python3 -m venv .venv && ")
     assert len(tests) == 1 and tests[0].startswith("python3 -m venv .venv && ")
 
