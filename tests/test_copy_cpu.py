@@ -319,6 +319,23 @@ def test_not_a_view():
         copy(object(), view(np.zeros(3)))
 
 
+class RefusingProducer:
+    """A producer whose array interface refuses with a BufferError."""
+
+    @property
+    def __array_interface__(self):
+        raise BufferError("no memory here")
+
+
+def test_a_producer_refusal_names_the_side():
+    """A producer's BufferError said what the producer said but not which argument it was
+    (found by the API matrix); the class stays BufferError."""
+    with pytest.raises(BufferError, match="^src: .*no memory here"):
+        copy(np.zeros(3), RefusingProducer())
+    with pytest.raises(BufferError, match="^dst: .*no memory here"):
+        copy(RefusingProducer(), np.zeros(3))
+
+
 def test_package_is_callable_as_layoutkit_copy():
     a = np.arange(4, dtype=np.int8)
     b = np.zeros(4, dtype=np.int8)

@@ -137,6 +137,10 @@ def as_copy_view(obj, name, stream):
                 f"{name} must be a strided memory view or an array (anything "
                 f"StridedMemoryView.from_any_interface accepts); got {type(obj).__name__}: {exc}"
             ) from None
+        except BufferError as exc:  # the producer refused: say which side it was
+            if type(exc) is not BufferError:
+                raise
+            raise BufferError(f"{name}: {exc}") from exc
     from layoutkit.memoryview import check_memory
 
     check_memory(obj, name)  # a closed buffer, or a null pointer with elements: no memory
