@@ -289,7 +289,7 @@ def test_seeded_copies_between_views_of_one_buffer(first):
         src = alias_view(memory, buffer, src_side, itemsize, None, "from_buffer")
         expected = memory.copy()
         if dst.size and not dst.layout.is_unique:
-            with pytest.raises(ValueError, match="dst layout is not unique"):
+            with pytest.raises(ValueError, match="destination layout is non-unique"):
                 copy(dst, src)
         else:
             np.copyto(numpy_items(expected, dst_side, itemsize),
