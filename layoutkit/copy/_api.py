@@ -12,7 +12,11 @@ import dataclasses
 
 import numpy as np
 
+from layoutkit import _driver
+from layoutkit._errors import DtypeMismatchError
+from layoutkit.copy.cpu import run_host_plan
 from layoutkit.copy.plan import check_layouts, planned
+from layoutkit.memoryview import StridedMemoryView, check_memory
 
 __all__ = ["CopyAllocatorOptions", "copy"]
 
@@ -124,11 +128,7 @@ def as_copy_view(obj, name, stream):
     ...
     TypeError: dst must be a strided memory view or an array (anything StridedMemoryView.from_any_interface accepts); got int: int object supports none of DLPack, __cuda_array_interface__, __array_interface__ or the buffer protocol
     """
-    from layoutkit.memoryview import StridedMemoryView
-
     if not issubclass(type(obj), StridedMemoryView):  # not isinstance: __class__ may lie
-        from layoutkit import _driver
-
         stream_ptr = _driver.stream_handle(stream) if stream is not None else 0
         try:
             obj = StridedMemoryView.from_any_interface(obj, stream_ptr)
@@ -141,16 +141,12 @@ def as_copy_view(obj, name, stream):
             if type(exc) is not BufferError:
                 raise
             raise BufferError(f"{name}: {exc}") from exc
-    from layoutkit.memoryview import check_memory
-
     check_memory(obj, name)  # a closed buffer, or a null pointer with elements: no memory
     return obj
 
 
 def _check_dtypes(dst, src):
     """Refuse two dtypes that differ (itemsizes are :func:`check_layouts`'s)."""
-    from layoutkit._errors import DtypeMismatchError
-
     dst_dtype = getattr(dst, "dtype", None)
     src_dtype = getattr(src, "dtype", None)
     if dst_dtype is not None and src_dtype is not None and dst_dtype != src_dtype:
@@ -352,8 +348,6 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
     [[1, 1], [1, 1], [1, 1]]
     """
     if stream is not None:  # refused before anything is imported or copied, host copies too
-        from layoutkit import _driver
-
         _driver.stream_handle(stream)
     allocator = allocator_options(allocator)
     _check_blocking(blocking)
@@ -361,8 +355,6 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
     imported = src
     src = as_copy_view(src, "src", stream)
     if src is not imported:  # the producer's code ran after dst's check: it may have closed it
-        from layoutkit.memoryview import check_memory
-
         check_memory(dst, "dst")
     dst_layout = dst.layout
     src_own_layout = _without_leading_units(dst_layout, src.layout)
@@ -393,8 +385,6 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
         src_layout = _broadcast(dst_layout, src.layout)  # host memory, as src was
     plan = planned(dst_layout, src_layout, dst.ptr, src.ptr, dst_on_device, src_on_device)
     if not dst_on_device and not src_on_device:
-        from layoutkit.copy.cpu import run_host_plan
-
         run_host_plan(plan, dst.ptr, src.ptr)
         return
     from layoutkit.copy._transfer import run_device_plan

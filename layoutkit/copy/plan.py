@@ -67,7 +67,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from layoutkit._errors import DtypeMismatchError
 from layoutkit._kernel_calls import KernelCall
+from layoutkit.layout import StridedLayout, plain_layout
 
 __all__ = ["CopyPlan", "Launch", "check_layouts", "coalesced", "plan_copy", "planned"]
 
@@ -410,15 +412,11 @@ def check_layouts(dst_layout, src_layout):
     properties may lie (``shape``, ``volume``, ``is_unique``); the checks and the plan use
     the values its constructor checked.
     """
-    from layoutkit.layout import StridedLayout, plain_layout
-
     for name, layout in (("dst_layout", dst_layout), ("src_layout", src_layout)):
         if not isinstance(layout, StridedLayout):
             raise TypeError(f"{name} must be a StridedLayout, got {type(layout).__name__}")
     dst_layout, src_layout = plain_layout(dst_layout), plain_layout(src_layout)
     if dst_layout.itemsize != src_layout.itemsize:
-        from layoutkit._errors import DtypeMismatchError
-
         raise DtypeMismatchError(
             f"dst itemsize {dst_layout.itemsize} and src itemsize {src_layout.itemsize} differ; "
             "copy does not convert"
