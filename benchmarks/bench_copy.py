@@ -75,6 +75,39 @@ def run_cpu(quick):
               f"{moved / theirs / 1e9:10.2f} {theirs / ours:7.2f}")  # fmt: skip
 
 
+SMALL_CALLS = 2000
+
+
+def _per_call_us(function, pairs):
+    """Median over 7 rounds of the time per call of ``function(dst, src)``, one call per
+    pair (fresh argument objects, made untimed)."""
+    function(*pairs[0])
+    rounds = []
+    for _ in range(7):
+        start = time.perf_counter()
+        for dst, src in pairs:
+            function(dst, src)
+        rounds.append((time.perf_counter() - start) / len(pairs) * 1e6)
+    return sorted(rounds)[3]
+
+
+def run_small_host_copies():
+    """Per-call cost of small host copies between NumPy arrays: what code that copies
+    many small arrays pays. Every call gets new array objects (views of the same memory:
+    ``a[...]``), as code that slices its arrays on each call makes them."""
+    print(f"\nSmall host copies (us per call, fresh array objects, median of 7 x {SMALL_CALLS})")
+    print(f"{'case':32s} {'layoutkit':>10s} {'np.copyto':>10s} {'ratio':>7s}")
+    rng = np.random.default_rng(1)
+    for n in (8, 64, 256):
+        a = rng.random((n, n), dtype=np.float32)
+        for name, source in (("C order", a), ("transposed", a.T), ("step-2 rows", a[::2])):
+            target = np.empty(source.shape, source.dtype)
+            pairs = [(target[...], source[...]) for _ in range(SMALL_CALLS)]
+            ours = _per_call_us(copy, pairs)
+            theirs = _per_call_us(np.copyto, pairs)
+            print(f"{f'{n}x{n} f32 {name}':32s} {ours:10.2f} {theirs:10.2f} {ours / theirs:7.2f}")
+
+
 # ----------------------------------------------------------------------------- device
 def _gpu_timer(torch):
     def measure(function, repeats):
@@ -242,6 +275,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="smaller arrays")
     args = parser.parse_args()
     run_cpu(args.quick)
+    run_small_host_copies()
     if not args.cpu_only:
         run_gpu(args.quick)
 
