@@ -270,6 +270,32 @@ def dlpack_read_only_flag_is_kept_and_honoured():
 
 
 @cases.case
+def dlpack_junk_strides_that_address_nothing():
+    """Strides of a tensor without elements, or of an extent-1 axis, address nothing, and
+    producers leave junk there: NumPy and cuda.core read such tensors, but a stride whose
+    byte value left int64 (2**62 elements of 8 bytes, -2**63) was refused with
+    OverflowError. It becomes 0; a view reads what NumPy does, deleter once."""
+    block = Poisoned(1024)
+    array = block.array(np.float64, (4,))
+    for shape, strides in (((0, 3), (2**62, 7)), ((0, 3), (2**62, -(2**63))),
+                           ((0,), (2**63 - 1,)), ((1, 3), (2**62, 1)), ((3, 1), (1, -(2**63)))):  # fmt: skip
+        note((shape, strides))
+        what = f"a capsule of shape {shape} with strides {strides}"
+        for versioned in (True, False):
+            producer = HostileProducer(array, shape=shape, strides=strides, versioned=versioned)
+            view = StridedMemoryView.from_dlpack(producer, -1)
+            check_view(view, what)
+            check(view.shape == shape and view.ptr == array.ctypes.data, f"{what}: {view}")
+            unused = 0 in shape  # with extent-1 axes: their strides are never used
+            expected = as_strided(array, shape, tuple(0 if unused or e == 1 else 8 * s
+                                                      for e, s in zip(shape, strides)))  # fmt: skip
+            check(np.array_equal(np.from_dlpack(view), expected), f"{what}: other elements")
+            del view
+            _deleters_once(producer, what)
+    block.untouched("imports of junk strides that address nothing")
+
+
+@cases.case
 def dlpack_byte_offset_is_honoured():
     """DECISIONS 13: the view starts at data + byte_offset."""
     block = Poisoned(1024)

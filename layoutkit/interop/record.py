@@ -130,6 +130,27 @@ def _element_strides(shape, strides, itemsize):
     return tuple(divided)
 
 
+def _unused_strides_zeroed(shape, strides, itemsize):
+    """Element ``strides`` where each stride that addresses nothing and whose byte stride
+    does not fit in int64 is 0 (the same tuple where none is).
+
+    A stride addresses nothing on an extent-1 axis, or in a tensor without elements;
+    producers leave junk there (NumPy's and cuda.core's imports read it without a look),
+    which the layout would refuse. Such strides of any other value are kept.
+    """
+    if type(itemsize) is not int or itemsize < 1 or len(strides) != len(shape):
+        return strides  # the layout's checks name what is wrong
+    empty = 0 in shape
+    if not empty and 1 not in shape:
+        return strides
+    fixed = tuple(
+        0 if (empty or shape[i] == 1) and type(s) is int and not -_INT64_MAX <= s * itemsize <= _INT64_MAX
+        else s
+        for i, s in enumerate(strides)
+    )
+    return strides if fixed == strides else fixed
+
+
 def _build(shape, strides, itemsize, strides_in_bytes):
     divide = False
     if strides_in_bytes and strides is not None:
@@ -140,6 +161,8 @@ def _build(shape, strides, itemsize, strides_in_bytes):
             divide = True  # the layout's checks name what is wrong
         else:
             strides = divided
+    if strides is not None and not divide:
+        strides = _unused_strides_zeroed(shape, strides, itemsize)
     layout = StridedLayout(shape, strides, itemsize, divide_strides=divide)
     low = layout.min_offset
     if low < 0 and layout.volume:
