@@ -60,6 +60,43 @@ def test_versioned_is_asked_first_then_legacy():
     assert producer.requests == [{"stream": None, "max_version": dlpack.DLPACK_VERSION}]
 
 
+class _PositionalStream(Producer):
+    """A DLPack 0.x producer whose ``stream`` is positional only (``__dlpack__(self, stream=None, /)``)."""
+
+    def __dlpack__(self, stream=None, /):
+        return Producer.__dlpack__(self, stream)
+
+
+class _NoArguments(Producer):
+    """A producer older still: ``__dlpack__(self)`` takes no argument."""
+
+    def __dlpack__(self):
+        return Producer.__dlpack__(self)
+
+
+@pytest.mark.parametrize("kind", [_PositionalStream, _NoArguments])
+def test_legacy_producers_without_a_stream_keyword_are_read(kind):
+    """They refused ``stream=None`` with TypeError after refusing ``max_version``, though
+    NumPy reads them (its retry passes no argument): with no stream to name, neither do we.
+    A CUDA producer still gets its stream by keyword, as DLPack names it."""
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    for door in (StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface):
+        producer = kind(a, versioned=False)
+        view = door(producer, -1)
+        np.testing.assert_array_equal(np.from_dlpack(view), a)
+        del view
+        gc.collect()
+        assert producer.deleted == 1
+    producer = kind(a, versioned=False)
+    out = np.zeros_like(a)
+    import layoutkit
+
+    layoutkit.copy(out, producer)
+    np.testing.assert_array_equal(out, a)
+    gc.collect()
+    assert producer.deleted == 1
+
+
 def test_byte_offset_is_honoured():
     """DECISIONS 13: ptr = data + byte_offset."""
     a = np.arange(10, dtype=np.float64)

@@ -416,7 +416,9 @@ def import_dlpack(obj, stream_ptr):
         try:
             capsule = obj.__dlpack__(stream=stream, max_version=DLPACK_VERSION)
         except TypeError:  # a producer from before DLPack 1.0 knows no max_version
-            capsule = obj.__dlpack__(stream=stream)
+            # with no stream to name, no arguments (as NumPy retries): old producers take
+            # stream positionally only, or no argument at all
+            capsule = obj.__dlpack__() if stream is None else obj.__dlpack__(stream=stream)
     except (TypeError, ValueError, BufferError):
         raise
     except Exception as exc:  # the producer's own failure: it exports nothing
