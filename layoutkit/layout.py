@@ -118,6 +118,22 @@ def _check_ndim(ndim, name):
         raise ValueError(f"{name} has {ndim} dimensions; at most {MAX_NDIM} are supported")
 
 
+def _outside_int64(what, value):
+    """The OverflowError for a stride or offset outside ``[-(2**63 - 1), 2**63 - 1]``.
+
+    Examples
+    --------
+    >>> print(_outside_int64("strides[0]", -2**63))
+    strides[0] = -9223372036854775808 is int64's most negative value, which has no negation in int64; strides and offsets lie in [-(2**63 - 1), 2**63 - 1]
+    """
+    if value == -_INT64_MAX - 1:
+        return OverflowError(
+            f"{what} = {value} is int64's most negative value, which has no negation in "
+            "int64; strides and offsets lie in [-(2**63 - 1), 2**63 - 1]"
+        )
+    return OverflowError(f"{what} = {value} does not fit in int64")
+
+
 def _check_extents(shape, name):
     """Every extent in ``0..INT64_MAX`` (a ValueError or OverflowError naming the first)."""
     if shape and (min(shape) < 0 or max(shape) > _INT64_MAX):
@@ -494,7 +510,7 @@ def _constructed(cls, shape, strides, itemsize, divide_strides):
     if strides and (min(strides) < -_INT64_MAX or max(strides) > _INT64_MAX):
         for i, s in enumerate(strides):
             if not -_INT64_MAX <= s <= _INT64_MAX:
-                raise OverflowError(f"strides[{i}] = {s} does not fit in int64")
+                raise _outside_int64(f"strides[{i}]", s)
     packed = _int64s(shape + strides)
     return _checked_layout(
         cls, shape, strides, itemsize, 0, packed, 1 if divide_strides else 0, None
@@ -622,14 +638,14 @@ class StridedLayout:
         if type(itemsize) is not int or not 0 < itemsize < _ITEMSIZE_LIMIT:
             itemsize = _check_itemsize(itemsize)
         if not -_INT64_MAX <= slice_offset <= _INT64_MAX:
-            raise OverflowError(f"slice_offset = {slice_offset} does not fit in int64")
+            raise _outside_int64("slice_offset", slice_offset)
         try:
             packed = _int64s(shape + strides)
         except OverflowError:  # name the value beyond int64
             _check_extents(shape, "shape")
             for i, s in enumerate(strides):
                 if not -_INT64_MAX <= s <= _INT64_MAX:
-                    raise OverflowError(f"strides[{i}] = {s} does not fit in int64") from None
+                    raise _outside_int64(f"strides[{i}]", s) from None
             raise
         return _checked_layout(
             StridedLayout, shape, strides, itemsize, slice_offset, packed, 0, what

@@ -47,6 +47,10 @@ BAD_CALLS = {
     "strides below int64": (
         lambda: StridedLayout((2,), (-(2**64),), 1), OverflowError, r"strides\[0\] = -18446744073709551616"
     ),
+    "stride -2**63 (no negation in int64)": (
+        lambda: StridedLayout((2,), (-(2**63),), 1), OverflowError,
+        r"strides\[0\] = -9223372036854775808 is int64's most negative value",
+    ),
     "itemsize None": (lambda: StridedLayout((2,), None, None), TypeError, r"itemsize.*None"),
     "itemsize float": (lambda: StridedLayout((2,), None, 4.0), TypeError, r"itemsize.*4\.0"),
     "itemsize zero": (lambda: StridedLayout((2,), None, 0), ValueError, r"itemsize.* 0"),
