@@ -425,6 +425,8 @@ class StridedMemoryView(metaclass=SealedClass):
         layout, dtype, is_readonly = _buffer_arguments(
             args, shape, strides, layout, itemsize, dtype, is_readonly
         )
+        if type(is_readonly) is np.bool_:  # NumPy's bools mean what Python's do
+            is_readonly = bool(is_readonly)
         if not issubclass(type(buffer), Buffer):  # not isinstance: __class__ may lie
             raise TypeError(f"buffer must be a layoutkit Buffer, got {type(buffer).__name__}")
         if buffer.is_closed:

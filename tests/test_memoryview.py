@@ -304,6 +304,17 @@ def test_from_buffer_itemsize_is_an_integer_in_both_forms(host_buffer, itemsize,
     assert StridedMemoryView.from_buffer(buffer, itemsize=np.int64(4), **call).shape == (12,)
 
 
+@pytest.mark.parametrize("flag", [False, np.False_])
+def test_from_buffer_is_readonly_false_asks_for_a_writable_aliasing_view(host_buffer, flag):
+    """``is_readonly=np.False_`` meant the default (an aliasing layout read-only), not
+    ``False``: ``is_readonly is False`` missed NumPy's bool (found by the API matrix)."""
+    buffer, _ = host_buffer
+    broadcast = StridedLayout.dense((1, 4), 4).broadcast_to((3, 4))
+    assert StridedMemoryView.from_buffer(buffer, broadcast).readonly
+    assert not StridedMemoryView.from_buffer(buffer, broadcast, is_readonly=flag).readonly
+    assert StridedMemoryView.from_buffer(buffer, broadcast, is_readonly=np.True_).readonly
+
+
 def test_closed_buffer():
     a = np.arange(4.0)
     buffer = Buffer.from_handle(data_pointer(a), a.nbytes, owner=a)
