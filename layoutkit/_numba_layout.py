@@ -39,7 +39,7 @@ slots), so nothing allocates and the same code compiles for CUDA.
 import operator
 from functools import cache
 
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba.core import cgutils, types
 from numba.core.errors import TypingError
 from numba.core.imputils import lower_constant
@@ -74,7 +74,7 @@ from ._numba_checks import (
     status_raiser,
 )
 from ._numba_index import lower_index, plan_for_type
-from .layout import StridedLayout
+from .layout import StridedLayout, plain_layout
 
 __all__ = ["StridedLayoutType", "layout_type", "make_layout"]
 
@@ -148,11 +148,57 @@ def _not_a_layout(obj):
     )
 
 
+def layout_for_compiled(obj):
+    """``obj`` as a plain ``StridedLayout`` for compiled code, made of its checked values.
+
+    Compiled code takes the shape, strides, itemsize and offset as facts (offsets are
+    computed without overflow checks): any object may claim the layout type through
+    ``_numba_type_`` (or a ``__class__`` property), and a subclass may shadow the slots
+    (``_shape = property(...)``), so anything but exactly a ``StridedLayout`` is read
+    through :func:`~layoutkit.layout.plain_layout`, which rebuilds it from its slots
+    with every check. Shared by the ``@njit`` unboxer and the CUDA argument handler.
+
+    Raises
+    ------
+    TypeError
+        For an object that is not a ``StridedLayout`` (or whose slots were never set).
+    """
+    if type(obj) is StridedLayout:
+        return obj
+    if not issubclass(type(obj), StridedLayout):  # not isinstance: __class__ may lie
+        raise TypeError(
+            f"{type(obj).__name__} object claims a StridedLayout Numba type (_numba_type_) "
+            "but is not a StridedLayout; compiled code takes layouts only"
+        )
+    return plain_layout(obj)
+
+
+_LAYOUT_CLASS_SYMBOL = "layoutkit_StridedLayout_class"
+binding.add_symbol(_LAYOUT_CLASS_SYMBOL, id(StridedLayout))
+
+
+def _is_plain_layout(c, obj):
+    """An ``i1``: whether ``obj``'s real type is exactly ``StridedLayout`` (a class
+    symbol, as the view unboxer links the view class, so cached code finds it)."""
+    builder = c.builder
+    symbol = builder.module.globals.get(_LAYOUT_CLASS_SYMBOL)
+    if symbol is None:
+        symbol = ir.GlobalVariable(builder.module, ir.IntType(8), _LAYOUT_CLASS_SYMBOL)
+        symbol.linkage = "external"
+    layout_class = builder.bitcast(symbol, c.pyapi.pyobj)
+    return builder.icmp_unsigned("==", c.pyapi.get_type(obj), layout_class)
+
+
 @unbox(StridedLayoutType)
 def _unbox_layout(typ, obj, c):
-    # the four slots the layout class keeps for compiled code (see layoutkit.layout)
+    # the four slots the layout class keeps for compiled code (see layoutkit.layout), of
+    # exactly a StridedLayout: anything else is first made one (layout_for_compiled)
     n = typ.ndim
     objects = Objects(c)
+    checked = cgutils.alloca_once_value(c.builder, obj)
+    with c.builder.if_then(c.builder.not_(_is_plain_layout(c, obj)), likely=False):
+        c.builder.store(call_python(c, objects, layout_for_compiled, [obj]), checked)
+    obj = c.builder.load(checked)
 
     def bad_argument():
         c.pyapi.decref(call_python(c, objects, _not_a_layout, [obj]))

@@ -276,6 +276,77 @@ def njit_argument_claiming_the_view_type_is_not_trusted():
     check(_cached_first(real) == 0.0, "a real view after the duck")
 
 
+@njit(cache=True)
+def _cached_with_layout_put(view, layout, index, value):
+    made = view.with_layout(layout)
+    made[index] = value
+    return made.layout
+
+
+class _ShadowedShape(StridedLayout):
+    """Shadows the ``_shape`` slot: its constructor's value is dropped, reads say 2**62+1."""
+
+    __slots__ = ()
+    _shape = property(lambda self: ((1 << 62) + 1,), lambda self, value: None)
+
+
+class _StoresALie(StridedLayout):
+    """Stores 2**62+1 as its shape, past the checks its constructor made."""
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, ((1 << 62) + 1,) if name == "_shape" else value)
+
+
+class _AddsAMethod(StridedLayout):
+    shape = (99,)  # a public property may lie: compiled code reads the checked values
+
+    def extra(self):
+        return 1
+
+
+@cases.case(timeout=300)
+def njit_and_cuda_layout_arguments_are_read_through_their_checked_values():
+    """The layout unboxer (and the CUDA argument handler) read ``_shape`` / ``_strides`` /
+    ``_itemsize`` / ``_offset`` as attributes of whatever claimed the layout type: a
+    subclass shadowing the ``_shape`` slot, one storing a shape its constructor never
+    checked, a duck with ``_numba_type_`` (with or without a ``__class__`` property)
+    passed shape 2**62+1 with stride 4, whose offset bounds wrap to (0, 0) in compiled
+    code: ``with_layout`` of a 4-element view accepted it and the store wrote far past
+    the buffer (segfault). Anything but exactly a StridedLayout is read through
+    plain_layout (TypeError or OverflowError); a subclass adding methods still works."""
+    from layoutkit._numba_layout import layout_type
+    from layoutkit.cuda._extension import ViewArgumentHandler
+
+    extension = ViewArgumentHandler()
+
+    huge = (1 << 62) + 1
+    duck = {"_numba_type_": layout_type(1), "_shape": (huge,), "_strides": (4,),
+            "_itemsize": 8, "_offset": 0}  # fmt: skip
+    lookalikes = (
+        _ShadowedShape((4,), (4,), 8),
+        _StoresALie((4,), (4,), 8),
+        type("Duck", (), duck)(),
+        type("ClaimsTheClass", (), {**duck, "__class__": property(lambda self: StridedLayout)})(),
+    )
+    block = Poisoned(32)
+    view = host_view(block.array(np.float64, (4,)))
+    for layout in lookalikes:
+        refused(_cached_with_layout_put, view, layout, 1 << 24, 1.0, classes=(TypeError, OverflowError),
+                what=f"@njit with_layout of a {type(layout).__name__}")  # fmt: skip
+        refused(extension.prepare_args, layout_type(1), layout, classes=(TypeError, OverflowError),
+                what=f"CUDA argument of a {type(layout).__name__}")  # fmt: skip
+    block.untouched("compiled stores through lying layouts")
+    expected = block.array(np.float64, (4,)).copy()
+    fine = _AddsAMethod((2,), (2,), 8)
+    made = _cached_with_layout_put(view, fine, 1, 5.0)
+    check(type(made) is StridedLayout and made == StridedLayout((2,), (2,), 8),
+          f"a layout subclass came back from compiled code as {made!r}")  # fmt: skip
+    check(extension.prepare_args(layout_type(1), fine)[1] == (2, 2, 8, 0),
+          "the CUDA argument of a layout subclass")  # fmt: skip
+    expected[2] = 5.0
+    block.only_changed(expected, "a store through a subclass layout")
+
+
 @cases.case(timeout=300)
 def njit_views_of_unusual_dtypes_work_or_fail_typing():
     """Found while fuzzing: a float16 view passed to @njit raises a bare NotImplementedError

@@ -13,7 +13,7 @@ from functools import cache
 
 from numba import types
 
-from layoutkit._numba_layout import StridedLayoutType
+from layoutkit._numba_layout import StridedLayoutType, layout_for_compiled
 from layoutkit._numba_view import StridedViewType, view_numba_type
 from layoutkit.cuda._records import view_record
 from layoutkit.cuda._simulator import SimulatedView
@@ -51,6 +51,7 @@ class ViewArgumentHandler:
         if ty is None:  # the CUDA simulator
             return ty, SimulatedView.from_argument(val)
         if type(ty) is StridedLayoutType:
+            val = layout_for_compiled(val)  # its checked values, not what it claims
             values = (*val._shape, *val._strides, val._itemsize, val._offset)
             return _parameters_type(len(values)), values
         if type(ty) is not StridedViewType:
