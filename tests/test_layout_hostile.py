@@ -544,3 +544,18 @@ def test_cases_run_here_too():
     failures = {name: run_case(name) for name in CASES}
     assert {k: v for k, v in failures.items() if v} == {}
     assert operator.index(L.volume) == 24
+
+
+def test_an_object_claiming_the_layout_class_is_not_equal_to_a_layout():
+    """``==`` asked ``isinstance``, which believes a ``__class__`` property: a duck with
+    a layout's slot names compared equal to a real layout while hashing differently (a
+    set or dict held both as distinct keys that were ``==``)."""
+
+    class Duck:
+        __class__ = property(lambda self: StridedLayout)
+        _shape, _strides, _itemsize, _offset, _volume = (4,), (1,), 8, 0, 4
+
+    layout, duck = StridedLayout((4,), (1,), 8), Duck()
+    assert isinstance(duck, StridedLayout)
+    assert layout != duck and duck != layout
+    assert len({layout, duck}) == 2
