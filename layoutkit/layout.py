@@ -380,6 +380,12 @@ def _new(cls, shape, strides, itemsize, offset, volume, bounds, packed=None, imp
     ``packed`` is ``shape + strides`` as an ``array('q')`` if one was made.
     """
     self = _new_instance(cls)
+    if cls is not StridedLayout:  # past a subclass's __setattr__ or slot-shadowing properties
+        for slot, value in zip(_FILLED_SLOTS, (
+                shape, strides, None if implicit else strides, itemsize, offset, volume,
+                bounds, packed, None, None, None)):  # fmt: skip
+            slot.__set__(self, value)
+        return self
     self._shape = shape
     self._strides = strides
     self._given_strides = None if implicit else strides
@@ -1016,6 +1022,8 @@ class StridedLayout:
         >>> StridedLayout.dense((2, 3, 4), 4).permuted((2, 0, 1)).shape
         (4, 2, 3)
         """
+        if type(self) is not StridedLayout:  # a subclass may shadow the slots read here
+            self = plain_layout(self)
         shape, strides = self._shape, self._strides
         ndim = len(shape)
         order = axis_order
@@ -1057,6 +1065,8 @@ class StridedLayout:
         >>> StridedLayout.dense((1, 3, 1, 2), 4).squeezed().shape
         (3, 2)
         """
+        if type(self) is not StridedLayout:  # a subclass may shadow the slots read here
+            self = plain_layout(self)
         shape = self._shape
         strides = self._strides
         if 1 in shape:
@@ -1083,6 +1093,8 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 4), 4).unsqueezed((0, -1)).shape
         (1, 3, 4, 1)
         """
+        if type(self) is not StridedLayout:  # a subclass may shadow the slots read here
+            self = plain_layout(self)
         n = len(self._shape)
         if type(axis) is int and -n - 1 <= axis <= n:
             if n == MAX_NDIM:
@@ -1121,6 +1133,8 @@ class StridedLayout:
         >>> StridedLayout.dense((3, 1), 4).broadcast_to((2, 3, 5)).strides
         (0, 1, 0)
         """
+        if type(self) is not StridedLayout:  # a subclass may shadow the slots read here
+            self = plain_layout(self)
         if type(shape) is not tuple or _count(map(type, shape), int) != len(shape):
             shape = _as_ints(shape, "shape")
         m = len(shape)
@@ -1173,6 +1187,8 @@ class StridedLayout:
         >>> StridedLayout.dense((5, 3, 4), 4).permuted((2, 0, 1)).reshaped((4, 15)).strides
         (1, 4)
         """
+        if type(self) is not StridedLayout:  # a subclass may shadow the slots read here
+            self = plain_layout(self)
         volume = self._volume
         if type(shape) is not tuple or _count(map(type, shape), int) != len(shape):
             shape = _as_ints(shape, "shape")
@@ -1217,6 +1233,8 @@ class StridedLayout:
         >>> StridedLayout.dense((2, 3, 4), 4)[:, :, :2].flattened().shape
         (6, 2)
         """
+        if type(self) is not StridedLayout:  # a subclass may shadow the slots read here
+            self = plain_layout(self)
         n = len(self._shape)
         if mask is not None:
             mask = _as_index(mask, "mask")
@@ -1253,6 +1271,8 @@ class StridedLayout:
         >>> StridedLayout.dense((5, 4), 8).repacked(4).shape
         (5, 8)
         """
+        if type(self) is not StridedLayout:  # a subclass may shadow the slots read here
+            self = plain_layout(self)
         # plain ints in range take no helper call (each helper checks the rest)
         if type(itemsize) is int and 0 < itemsize < _ITEMSIZE_LIMIT:
             new_itemsize = itemsize
@@ -1381,6 +1401,8 @@ class StridedLayout:
         >>> layout[1, 2, 3].slice_offset
         45
         """
+        if type(self) is not StridedLayout:  # a subclass may shadow the slots read here
+            self = plain_layout(self)
         items = slices if type(slices) is tuple else (slices,)
         shape = self._shape
         n = len(shape)
@@ -1548,6 +1570,11 @@ _SLOT_NAMES = frozenset(StridedLayout.__slots__)
 _GIVEN_STRIDES = StridedLayout.__dict__["_given_strides"]
 _VALUE_SLOTS = tuple(StridedLayout.__dict__[name] for name in ("_shape", "_strides", "_itemsize",
                                                                 "_offset"))  # fmt: skip
+_GIVEN_STRIDES = StridedLayout.__dict__["_given_strides"]
+#: The slots ``_new`` fills, in its order (a subclass's objects are filled through them).
+_FILLED_SLOTS = tuple(StridedLayout.__dict__[name] for name in (
+    "_shape", "_strides", "_given_strides", "_itemsize", "_offset", "_volume", "_bounds",
+    "_packed", "_order", "_strides_in_bytes", "_hash"))  # fmt: skip
 
 
 def plain_layout(layout):
@@ -1568,12 +1595,18 @@ def plain_layout(layout):
         return layout
     try:
         values = [slot.__get__(layout) for slot in _VALUE_SLOTS]
-    except AttributeError:  # a subclass that shadows a slot kept the constructor's value
+        given = _GIVEN_STRIDES.__get__(layout)
+    except AttributeError:  # never constructed (object.__new__): no values were checked
         raise TypeError(
             f"{type(layout).__name__} redefines StridedLayout's internal attributes; its "
             "layout values are not known"
         ) from None
-    return StridedLayout._trusted(*values)
+    plain = StridedLayout._trusted(*values)
+    if given is None and not plain._offset:  # built with strides=None: keep implicit C
+        implicit = StridedLayout(plain._shape, None, plain._itemsize)
+        if implicit._strides == plain._strides:
+            return implicit
+    return plain
 
 
 def _rebuild(shape, strides, itemsize, slice_offset, cls=StridedLayout, *, what="unpickled layout"):

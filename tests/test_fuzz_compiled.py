@@ -313,7 +313,9 @@ def njit_and_cuda_layout_arguments_are_read_through_their_checked_values():
     passed shape 2**62+1 with stride 4, whose offset bounds wrap to (0, 0) in compiled
     code: ``with_layout`` of a 4-element view accepted it and the store wrote far past
     the buffer (segfault). Anything but exactly a StridedLayout is read through
-    plain_layout (TypeError or OverflowError); a subclass adding methods still works."""
+    plain_layout: a subclass gives its constructor's checked values (here a 4-element
+    layout of stride 4, which the 4-element view refuses: ValueError), anything else is
+    refused (TypeError or OverflowError); a subclass adding methods still works."""
     from layoutkit._numba_layout import layout_type
     from layoutkit.cuda._extension import ViewArgumentHandler
 
@@ -323,8 +325,6 @@ def njit_and_cuda_layout_arguments_are_read_through_their_checked_values():
     duck = {"_numba_type_": layout_type(1), "_shape": (huge,), "_strides": (4,),
             "_itemsize": 8, "_offset": 0}  # fmt: skip
     lookalikes = (
-        _ShadowedShape((4,), (4,), 8),
-        _StoresALie((4,), (4,), 8),
         type("Duck", (), duck)(),
         type("ClaimsTheClass", (), {**duck, "__class__": property(lambda self: StridedLayout)})(),
     )
@@ -335,6 +335,11 @@ def njit_and_cuda_layout_arguments_are_read_through_their_checked_values():
                 what=f"@njit with_layout of a {type(layout).__name__}")  # fmt: skip
         refused(extension.prepare_args, layout_type(1), layout, classes=(TypeError, OverflowError),
                 what=f"CUDA argument of a {type(layout).__name__}")  # fmt: skip
+    for layout in (_ShadowedShape((4,), (4,), 8), _StoresALie((4,), (4,), 8)):
+        refused(_cached_with_layout_put, view, layout, 1 << 24, 1.0, classes=(ValueError,),
+                what=f"@njit with_layout of a {type(layout).__name__}")  # fmt: skip
+        values = extension.prepare_args(layout_type(1), layout)[1]
+        check(values == (4, 4, 8, 0), f"the CUDA argument of a {type(layout).__name__}: {values}")
     block.untouched("compiled stores through lying layouts")
     expected = block.array(np.float64, (4,)).copy()
     fine = _AddsAMethod((2,), (2,), 8)

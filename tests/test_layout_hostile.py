@@ -491,7 +491,8 @@ class SlotShadows(StridedLayout):
 
 
 class SlotSwallower(StridedLayout):
-    """A subclass whose ``_shape`` never reaches the slot."""
+    """A subclass whose ``_shape`` property drops what is set (the constructor fills the
+    slots past it, through StridedLayout's own slot descriptors)."""
 
     _shape = property(lambda self: (4,), lambda self, value: None)
 
@@ -509,8 +510,35 @@ def dense_like_reads_a_subclass_s_own_slots():
     assert type(dense) is StridedLayout and dense.shape == (1,) and dense.volume == 1
     assert StridedMemoryView.from_dlpack(np.zeros(1), -1).view(dense).shape == (1,)
     assert SlotShadows((1,), (1,), 8).to_dense().shape == (1,)
-    with raises(TypeError, "redefines StridedLayout's internal attributes"):
-        StridedLayout.dense_like(SlotSwallower((4,), (1,), 8))
+    swallowed = StridedLayout.dense_like(SlotSwallower((4,), (1,), 8))  # the checked values
+    assert type(swallowed) is StridedLayout and swallowed.shape == (4,) and swallowed.volume == 4
+
+
+class HugeShapeShadow(StridedLayout):
+    """Shadows the ``_shape`` slot with 2**40 elements; the constructor checked 4."""
+
+    __slots__ = ()
+    _shape = property(lambda self: (1 << 40,), _slot_setter("_shape"))
+
+
+@case
+def transforms_of_a_slot_shadowing_subclass_use_its_checked_values():
+    """``permuted``, ``squeezed`` and ``repacked`` (and the other transforms) read
+    ``self._shape`` through attribute lookup and copied ``_volume`` / ``_bounds`` from
+    the object: a subclass shadowing ``_shape`` gave plain layouts of shape (2**40,) with
+    the bounds (0, 3) of its 4 checked elements, and a 4-element view took one through
+    ``with_layout`` (reaching 8 TB past its buffer)."""
+    import numpy as np
+
+    from layoutkit import StridedMemoryView
+
+    liar = HugeShapeShadow((4,), (1,), 8)
+    view = StridedMemoryView.from_array_interface(np.zeros(4))
+    for made in (liar.permuted((0,)), liar.squeezed(), liar.repacked(8), liar.unsqueezed(0),
+                 liar.reshaped((2, 2)), liar.flattened(), liar[::-1], liar.broadcast_to((4,)),
+                 liar.to_dense()):
+        assert type(made) is StridedLayout and made.volume == 4, made
+        assert view.view(made).size == 4
 
 
 def run_case(name):
