@@ -73,6 +73,7 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
+from numba.core import ir_utils as numba_ir_utils
 from numba.core.errors import NumbaError, TypingError
 from numba.core.imputils import impl_ret_borrowed
 from numba.core.typing.templates import AttributeTemplate, Signature
@@ -1152,6 +1153,23 @@ def _view_with_layout(typingctx, view, layout):
         )  # fmt: skip
 
     return result(view, layout), codegen
+
+
+def register_view_aliases(ir_utils):
+    """Tell a Numba ``ir_utils`` (Numba's, or numba-cuda's own copy) that the views
+    :func:`_view_as` and :func:`_view_with_layout` return share their first argument's
+    memory, so that its dead-code elimination keeps a store through one:
+    ``view.with_layout(layout)[i] = x`` in one statement was removed as a store to a
+    temporary nothing reads, and the view's memory was never written."""
+
+    def aliases_its_view(lhs, args, alias_map, arg_aliases):
+        ir_utils._add_alias(lhs, args[0].name, alias_map, arg_aliases)
+
+    for intrinsic_ in (_view_as, _view_with_layout):
+        ir_utils.alias_func_extensions[(intrinsic_._name, __name__)] = aliases_its_view
+
+
+register_view_aliases(numba_ir_utils)
 
 
 # ---------------------------------------------------------------------------------------

@@ -411,3 +411,17 @@ def test_layout_arguments_are_flattened_into_parameters():
     parameter_type, values = extension.prepare_args(layout_type(3), layout)
     assert values == (1, 3, 4, 12, -4, 1, 8, 20)
     assert len(parameter_type) == 8
+
+
+def test_a_store_through_a_derived_view_survives_dead_code_elimination():
+    """``view.with_layout(layout)[0] = x`` in one statement: Numba's dead-code elimination
+    removed such a store in ``@njit`` code (the temporary view was not known to share the
+    argument's memory); numba-cuda, which has its own copy of that analysis and gets the
+    same registration, keeps the store in the kernel."""
+    from layoutkit._numba_layout import layout_type
+
+    def store(view, layout, x):
+        view.with_layout(layout)[0] = x
+
+    ptx = compile_kernel(store, (view_type("f8", 1, "C"), layout_type(1), types.float64))
+    assert re.search(r"\bst\.global\.f64\b|\bst\.f64\b", ptx), "the kernel stores nothing"

@@ -809,3 +809,37 @@ def test_a_tampered_record_is_refused_not_read():
     view._numba_record = (view._numba_record[0], "not bytes")
     with pytest.raises(TypeError, match="was not made by layoutkit"):
         describe(view)
+
+
+@njit(cache=True)
+def _store_through_with_layout(view, layout, i, x):
+    view.with_layout(layout)[i] = x
+
+
+@njit(cache=True)
+def _store_through_view(view, layout, i, x):
+    view.view(layout)[i] = x
+
+
+@njit(cache=True)
+def _store_through_permuted(view, i, x):
+    moved = view.permuted((0,))
+    moved[i] = x
+
+
+@pytest.mark.parametrize(
+    "store",
+    [
+        lambda view, layout, i, x: _store_through_with_layout(view, layout, i, x),
+        lambda view, layout, i, x: _store_through_view(view, layout, i, x),
+        lambda view, layout, i, x: _store_through_permuted(view, i, x),
+    ],
+    ids=["with_layout", "view", "permuted"],
+)
+def test_a_store_through_a_derived_view_is_not_dead_code(store):
+    """``view.with_layout(layout)[i] = x`` wrote nothing: Numba's dead-code elimination
+    removed the store, to a temporary it did not know shares the view's memory (found by
+    helper-45). The derived views are registered with Numba's alias analysis."""
+    target = np.zeros(4)
+    store(StridedMemoryView.from_array_interface(target), StridedLayout.dense((4,), 8), 2, 5.0)
+    np.testing.assert_array_equal(target, [0.0, 0.0, 5.0, 0.0])

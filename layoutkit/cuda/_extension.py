@@ -77,10 +77,11 @@ def register_cuda_support():
     has them), the kernel-parameter data model of views and the inlined methods of layouts
     and views, which numba-cuda does not take from Numba's own registries.
     """
+    from numba.cuda.core import ir_utils as cuda_ir_utils
     from numba.cuda.typing.typeof import typeof_impl
 
     from layoutkit._numba_checks import register_cuda_inline
-    from layoutkit._numba_view import BoundsCheckedView, register_cuda_model
+    from layoutkit._numba_view import BoundsCheckedView, register_cuda_model, register_view_aliases
     from layoutkit.memoryview import StridedMemoryView
 
     typeof_impl.register(StridedMemoryView)(
@@ -90,6 +91,7 @@ def register_cuda_support():
         lambda checked, context: view_numba_type(checked.view, boundscheck=True, for_cuda=True)
     )
     register_cuda_model()
+    register_view_aliases(cuda_ir_utils)
     register_cuda_inline()
     _refuse_in_kernels()
 
