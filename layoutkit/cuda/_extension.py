@@ -77,7 +77,6 @@ def register_cuda_support():
     has them), the kernel-parameter data model of views and the inlined methods of layouts
     and views, which numba-cuda does not take from Numba's own registries.
     """
-    from numba.cuda.core import ir_utils as cuda_ir_utils
     from numba.cuda.typing.typeof import typeof_impl
 
     from layoutkit._numba_checks import register_cuda_inline
@@ -91,7 +90,12 @@ def register_cuda_support():
         lambda checked, context: view_numba_type(checked.view, boundscheck=True, for_cuda=True)
     )
     register_cuda_model()
-    register_view_aliases(cuda_ir_utils)
+    try:  # numba-cuda's own copy of Numba's IR analyses (older releases use Numba's)
+        from numba.cuda.core import ir_utils as cuda_ir_utils
+    except ImportError:
+        pass
+    else:
+        register_view_aliases(cuda_ir_utils)
     register_cuda_inline()
     _refuse_in_kernels()
 
