@@ -671,3 +671,30 @@ def test_blocking_decides_whether_the_copy_waits(monkeypatch, caplog, make_dst, 
     np.testing.assert_array_equal(array_of(dst), np.broadcast_to(array_of(src), dst.shape))
     assert ("sync" in fake.calls) == waits
     assert ("Syncing stream 7" in caplog.text) == waits
+
+
+@pytest.mark.parametrize("to_device", [True, False], ids=["h2d", "d2h"])
+def test_a_failed_staged_copy_waits_before_freeing_its_host_temporary(monkeypatch, to_device):
+    """A pack or unpack that failed half-way freed the allocator's host buffer at once,
+    with transfers queued to or from it still running (the wait came after the pack)."""
+    from layoutkit.copy import cpu
+
+    fake = FakeDriver(monkeypatch, kernels=True)
+    dst, src, _, _ = _host_and_device_pair(to_device)
+    host = RecordingResource(False)
+    monkeypatch.setattr(host, "deallocate", lambda ptr, size, stream=None:
+                        fake.calls.append("host freed"))  # fmt: skip
+
+    real, calls = cpu.copy_problem, []
+
+    def failing(*args):  # the pack (h2d: the first host copy) or the unpack (d2h: the second)
+        calls.append(args)
+        if len(calls) == (1 if to_device else 2):
+            raise RuntimeError("the host side could not be read")
+        return real(*args)
+
+    monkeypatch.setattr(cpu, "copy_problem", failing)
+    with pytest.raises(RuntimeError, match="could not be read"):
+        copy(dst, src, allocator={"host": host})
+    assert "host freed" in fake.calls and "sync" in fake.calls
+    assert fake.calls.index("sync") < fake.calls.index("host freed")

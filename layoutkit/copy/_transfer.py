@@ -233,19 +233,23 @@ def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, handle, de
 def _through_host_temporary(resource, to_device, base, dense, host_ptr, host_layout, stream,
                             handle):  # fmt: skip
     """Pack (or unpack) the host side whole through one host buffer from ``resource``,
-    waiting for the stream before the buffer is freed."""
+    waiting for the stream before the buffer is freed (also when the copy failed)."""
     nbytes = dense.volume * dense.itemsize
     buffer = _allocated(resource, nbytes, stream, "host", None)
-    event = _driver.event_create()
     try:
-        ring = [(buffer.ptr, event)]
-        if to_device:
-            _pack_and_send(base, dense, host_ptr, host_layout, handle, ring, nbytes)
-            _synchronize(handle)  # the buffer's transfer has left before it is freed
-        else:
-            _receive_and_unpack(host_ptr, host_layout, base, dense, handle, ring, nbytes)
+        event = _driver.event_create()
+        try:
+            ring = [(buffer.ptr, event)]
+            if to_device:
+                _pack_and_send(base, dense, host_ptr, host_layout, handle, ring, nbytes)
+            else:
+                _receive_and_unpack(host_ptr, host_layout, base, dense, handle, ring, nbytes)
+        finally:
+            try:  # no transfer may still read or write the buffer when it is freed
+                _synchronize(handle)
+            finally:
+                _driver.event_destroy(event)
     finally:
-        _driver.event_destroy(event)
         buffer.close(stream)
 
 
