@@ -601,11 +601,32 @@ def test_allocator_resources_make_the_temporaries(monkeypatch, to_device, as_dic
     assert "free" not in fake.calls  # no temporary of the driver's allocator
 
 
+class HostileRepr:
+    """Its ``repr`` raises: an error message must not run it."""
+
+    def __repr__(self):
+        raise RuntimeError("repr ran")
+
+    __hash__ = object.__hash__
+
+
+class RaisingAllocate:
+    @property
+    def allocate(self):
+        raise RuntimeError("allocate read")
+
+
 @pytest.mark.parametrize(
     ("allocator", "error", "message"),
     [
         (5, TypeError, "allocator must be None, a CopyAllocatorOptions or a dict"),
-        ({"pinned": None}, ValueError, "takes only the keys 'host' and 'device'"),
+        ({"pinned": None}, ValueError, "takes only the keys 'host' and 'device', got the key "
+         "'pinned'"),
+        ({1: None}, ValueError, "'device', got a key of type int"),
+        ({"host": None, "pinned": HostileRepr()}, ValueError, "got the key 'pinned'"),
+        ({HostileRepr(): None}, ValueError, "got a key of type HostileRepr"),
+        ({"device": RaisingAllocate()}, TypeError,
+         "allocator's device resource must be a memory resource"),
         ({"host": object()}, TypeError, "allocator's host resource must be a memory resource"),
         ({"host": RecordingResource(False, result=b"x")}, TypeError,
          "allocate\\(\\) returned bytes, not a layoutkit Buffer"),
@@ -616,7 +637,8 @@ def test_allocator_resources_make_the_temporaries(monkeypatch, to_device, as_dic
         ({"device": RecordingResource(False)}, ValueError,
          "device resource gave memory device 0 cannot access"),
     ],
-    ids=["int", "key", "no-allocate", "not-a-buffer", "too-small", "host-unreachable",
+    ids=["int", "key", "int-key", "hostile-repr-value", "hostile-repr-key",
+         "raising-allocate-attribute", "no-allocate", "not-a-buffer", "too-small", "host-unreachable",
          "device-unreachable"],
 )
 def test_bad_allocators_are_refused_before_a_temporary_is_written(monkeypatch, allocator,
