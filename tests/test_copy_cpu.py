@@ -601,11 +601,32 @@ def test_allocator_resources_make_the_temporaries(monkeypatch, to_device, as_dic
     assert "free" not in fake.calls  # no temporary of the driver's allocator
 
 
+class HostileRepr:
+    """Its ``repr`` raises: an error message must not run it."""
+
+    def __repr__(self):
+        raise RuntimeError("repr ran")
+
+    __hash__ = object.__hash__
+
+
+class RaisingAllocate:
+    @property
+    def allocate(self):
+        raise RuntimeError("allocate read")
+
+
 @pytest.mark.parametrize(
     ("allocator", "error", "message"),
     [
         (5, TypeError, "allocator must be None, a CopyAllocatorOptions or a dict"),
-        ({"pinned": None}, ValueError, "takes only the keys 'host' and 'device'"),
+        ({"pinned": None}, ValueError, "takes only the keys 'host' and 'device', got the key "
+         "'pinned'"),
+        ({1: None}, ValueError, "'device', got a key of type int"),
+        ({"host": None, "pinned": HostileRepr()}, ValueError, "got the key 'pinned'"),
+        ({HostileRepr(): None}, ValueError, "got a key of type HostileRepr"),
+        ({"device": RaisingAllocate()}, TypeError,
+         "allocator's device resource must be a memory resource"),
         ({"host": object()}, TypeError, "allocator's host resource must be a memory resource"),
         ({"host": RecordingResource(False, result=b"x")}, TypeError,
          "allocate\\(\\) returned bytes, not a layoutkit Buffer"),
@@ -616,7 +637,8 @@ def test_allocator_resources_make_the_temporaries(monkeypatch, to_device, as_dic
         ({"device": RecordingResource(False)}, ValueError,
          "device resource gave memory device 0 cannot access"),
     ],
-    ids=["int", "key", "no-allocate", "not-a-buffer", "too-small", "host-unreachable",
+    ids=["int", "key", "int-key", "hostile-repr-value", "hostile-repr-key",
+         "raising-allocate-attribute", "no-allocate", "not-a-buffer", "too-small", "host-unreachable",
          "device-unreachable"],
 )
 def test_bad_allocators_are_refused_before_a_temporary_is_written(monkeypatch, allocator,
@@ -698,3 +720,88 @@ def test_a_failed_staged_copy_waits_before_freeing_its_host_temporary(monkeypatc
         copy(dst, src, allocator={"host": host})
     assert "host freed" in fake.calls and "sync" in fake.calls
     assert fake.calls.index("sync") < fake.calls.index("host freed")
+
+
+class HostileResource(RecordingResource):
+    """A :class:`RecordingResource` that runs ``hook(resource, buffer)`` after making each
+    buffer and returns what the hook returns instead, when that is not None."""
+
+    def __init__(self, device, hook):
+        super().__init__(device)
+        self.hook, self.made = hook, []
+
+    def allocate(self, size, stream=None):
+        buffer = super().allocate(size, stream)
+        self.made.append(buffer)
+        return self.hook(self, buffer) or buffer
+
+
+def _over(array):
+    """A hook that hands out ``array``'s memory (of whatever size was asked) instead."""
+    def hook(resource, buffer):
+        memory = array.base if array.base is not None else array
+        return Buffer.from_handle(memory.ctypes.data, memory.nbytes, mr=resource)
+    return hook
+
+
+@pytest.mark.parametrize(
+    ("to_device", "side", "hook", "error", "message"),
+    [
+        (True, "host", lambda d, s, a, b: _over(b), ValueError, "host resource gave memory "
+         "that overlaps dst"),
+        (True, "host", lambda d, s, a, b: _over(a), ValueError, "host resource gave memory "
+         "that overlaps src"),
+        (False, "device", lambda d, s, a, b: _over(a), ValueError, "device resource gave "
+         "memory that overlaps src"),
+        (True, "device", lambda d, s, a, b: lambda r, buf: d.buffer.close(), BufferError,
+         "dst: the view's buffer is closed"),
+        (False, "host", lambda d, s, a, b: lambda r, buf: s.buffer.close(), BufferError,
+         "src: the view's buffer is closed"),
+        (True, "host", "device-temporary", ValueError, "after closing the copy's earlier "
+         "temporary"),
+    ],
+    ids=["host-over-dst", "host-over-src", "device-over-src", "closes-dst", "closes-src",
+         "closes-device-temporary"],
+)
+def test_hostile_allocate_is_refused_before_anything_is_written(monkeypatch, to_device, side,
+                                                                hook, error, message):
+    """``allocate`` is foreign code: memory it hands out must not overlap the copy's views
+    or temporaries, and whatever it closed is noticed before anything is written; every
+    temporary made is freed exactly once."""
+    FakeDriver(monkeypatch, kernels=True)
+    dst, src, a, b = _host_and_device_pair(to_device)
+    before = a.copy()
+    other = RecordingResource(side == "host")
+    if hook == "device-temporary":
+        hook = lambda resource, buffer: other.made[0].close()  # noqa: E731
+        other = HostileResource(True, lambda resource, buffer: None)
+    else:
+        hook = hook(dst, src, a, b)
+    hostile = HostileResource(side == "device", hook)
+    allocator = {side: hostile, ("device" if side == "host" else "host"): other}
+    with pytest.raises(error, match=message):
+        copy(dst, src, allocator=allocator)
+    np.testing.assert_array_equal(a, before)
+    if not (to_device and side == "device"):  # a closed dst may be neither
+        assert not b.any()
+    for resource in (hostile, other):
+        assert len(resource.freed) == len(resource.recorded)  # each made one freed once
+
+
+def test_a_raising_deallocate_propagates_after_the_copy_is_done(monkeypatch):
+    """Temporaries are freed only once everything is written: an error of ``deallocate``
+    propagates, with the copy complete and each temporary freed once."""
+    FakeDriver(monkeypatch, kernels=True)
+    dst, src, a, b = _host_and_device_pair(True)
+
+    class Raising(RecordingResource):
+        def deallocate(self, ptr, size, stream=None):
+            super().deallocate(ptr, size, stream)
+            raise OSError(f"deallocate {'device' if self.device else 'host'}")
+
+    host, device = Raising(False), Raising(True)
+    with pytest.raises(OSError, match="deallocate device") as info:
+        copy(dst, src, allocator={"host": host, "device": device})
+    assert "deallocate host" in repr(info.value.__context__)
+    np.testing.assert_array_equal(b, a)
+    assert len(host.freed) == 1 and len(device.freed) == 1

@@ -71,17 +71,20 @@ def allocator_options(allocator):
     >>> allocator_options({"pinned": None})
     Traceback (most recent call last):
     ...
-    ValueError: allocator={'pinned': None}: a dict of memory resources takes only the keys 'host' and 'device'
+    ValueError: allocator: a dict of memory resources takes only the keys 'host' and 'device', got the key 'pinned'
     """
     if allocator is None:
         return None
     if issubclass(type(allocator), dict):
-        unknown = set(dict.keys(allocator)) - {"host", "device"}
-        if unknown:
-            raise ValueError(
-                f"allocator={allocator!r}: a dict of memory resources takes only the keys "
-                "'host' and 'device'"
-            )
+        # exact str keys only, named without running the keys' or resources' own code
+        for key in dict.keys(allocator):
+            if type(key) is not str or key not in ("host", "device"):
+                got = f"the key {key!r}" if type(key) is str else (
+                    f"a key of type {type(key).__name__}")  # fmt: skip
+                raise ValueError(
+                    "allocator: a dict of memory resources takes only the keys 'host' and "
+                    f"'device', got {got}"
+                )
         allocator = CopyAllocatorOptions(
             dict.get(allocator, "host"), dict.get(allocator, "device")
         )
@@ -92,7 +95,13 @@ def allocator_options(allocator):
         )
     for side in ("host", "device"):
         resource = getattr(allocator, side)
-        if resource is not None and not callable(getattr(resource, "allocate", None)):
+        if resource is None:
+            continue
+        try:
+            allocate = getattr(resource, "allocate", None)
+        except Exception:  # a property that raises: no usable allocate
+            allocate = None
+        if not callable(allocate):
             raise TypeError(
                 f"allocator's {side} resource must be a memory resource (with "
                 f"allocate(size, stream)), got {type(resource).__name__}"

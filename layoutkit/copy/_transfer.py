@@ -52,17 +52,26 @@ def _synchronize(handle):
     _driver.stream_synchronize(handle)
 
 
-def _allocated(resource, nbytes, stream, side, device_id):
+def _allocated(resource, nbytes, stream, side, device_id, guards):
     """A temporary of ``nbytes`` from an allocator's ``side`` resource, checked before any
-    copy writes it: a layoutkit Buffer, large enough, writable, and reachable (the host
-    for ``"host"``, device ``device_id`` for ``"device"``).
+    copy writes it: a layoutkit Buffer, large enough, writable, reachable (the host for
+    ``"host"``, device ``device_id`` for ``"device"``), and apart from what the copy uses.
+
+    ``allocate`` is foreign code: it may have closed the copy's views or an earlier
+    temporary, or handed out memory they occupy. ``guards`` is ``(dst, src, *earlier
+    temporaries)`` (views, then Buffers); each must still be open and share no byte with
+    the new buffer.
 
     Raises
     ------
     TypeError
         When ``allocate`` returns anything but a Buffer.
     ValueError
-        For a buffer too small, read-only or out of reach (it is closed first).
+        For a buffer too small, read-only, out of reach, or overlapping ``dst``, ``src``
+        or an earlier temporary, or when an earlier temporary was closed (the new buffer
+        is closed first).
+    BufferError
+        When ``dst``'s or ``src``'s buffer was closed (the new buffer is closed first).
     """
     from layoutkit.memory import Buffer
 
@@ -72,33 +81,58 @@ def _allocated(resource, nbytes, stream, side, device_id):
             f"allocator's {side} resource: {type(resource).__name__}.allocate() returned "
             f"{type(buffer).__name__}, not a layoutkit Buffer"
         )
-    if buffer.is_closed or buffer.size < nbytes:
-        problem = f"a closed buffer or one of {buffer.size} bytes ({nbytes} needed)"
-    elif buffer.is_readonly:
-        problem = "a read-only buffer"
-    elif side == "host" and not buffer.is_host_accessible:
-        problem = "memory the host cannot access"
-    elif side == "device" and not (buffer.is_device_accessible and (
-            buffer.is_host_accessible or buffer.device_id == device_id)):  # fmt: skip
-        problem = f"memory device {device_id} cannot access"
-    else:
+    try:
+        problem = _unusable(buffer, nbytes, side, device_id, guards)
+    except BaseException:
+        buffer.close(stream)
+        raise
+    if problem is None:
         return buffer
     buffer.close(stream)
     raise ValueError(f"allocator's {side} resource gave {problem} for a copy's temporary")
+
+
+def _unusable(buffer, nbytes, side, device_id, guards):
+    """Why ``buffer`` cannot be a temporary of ``nbytes`` (None: it can); ``BufferError``
+    when a view in ``guards`` lost its memory."""
+    from layoutkit.copy._api import _span as view_span
+    from layoutkit.memoryview import check_memory
+
+    dst, src, *temporaries = guards
+    check_memory(dst, "dst")  # allocate may have closed them
+    check_memory(src, "src")
+    if any(temporary.is_closed for temporary in temporaries):
+        return "a buffer after closing the copy's earlier temporary"
+    if buffer.is_closed or buffer.size < nbytes:
+        return f"a closed buffer or one of {buffer.size} bytes ({nbytes} needed)"
+    if buffer.is_readonly:
+        return "a read-only buffer"
+    if side == "host" and not buffer.is_host_accessible:
+        return "memory the host cannot access"
+    if side == "device" and not (buffer.is_device_accessible and (
+            buffer.is_host_accessible or buffer.device_id == device_id)):  # fmt: skip
+        return f"memory device {device_id} cannot access"
+    low, high = buffer.ptr, buffer.ptr + max(nbytes, 1)
+    spans = [("dst", view_span(dst, dst.layout)), ("src", view_span(src, src.layout))]
+    spans += [("an earlier temporary", (t.ptr, t.ptr + t.size)) for t in temporaries]
+    for name, (start, stop) in spans:
+        if low < stop and start < high:
+            return f"memory that overlaps {name}"
+    return None
 
 
 class _Temporary:
     """A device temporary of a staged copy: from the allocator's device resource, else the
     driver's stream-ordered allocator; freed in stream order by :meth:`release`."""
 
-    def __init__(self, allocator, nbytes, stream, handle, device_id):
+    def __init__(self, allocator, nbytes, stream, handle, device_id, guards):
         resource = allocator.device if allocator is not None else None
         self._stream, self._handle = stream, handle
         if resource is None:
             self._buffer = None
             self.ptr = _driver.mem_alloc_async(max(nbytes, 1), handle)
         else:
-            self._buffer = _allocated(resource, nbytes, stream, "device", device_id)
+            self._buffer = _allocated(resource, nbytes, stream, "device", device_id, guards)
             self.ptr = self._buffer.ptr
 
     def release(self):
@@ -187,7 +221,7 @@ def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, handle, de
     low, high = _span(host_layout)
     if _gap_free(host_layout):  # move the host bytes whole, rearrange on the device
         nbytes = high - low
-        temporary = _Temporary(allocator, nbytes, stream, handle, device_id)
+        temporary = _Temporary(allocator, nbytes, stream, handle, device_id, (dst, src))
         twin = temporary.ptr - low
         try:
             if to_device:
@@ -203,18 +237,24 @@ def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, handle, de
     dense = host_layout.to_dense()
     device_ptr, device_layout = (dst.ptr, dst_layout) if to_device else (src.ptr, src_layout)
     same = planned(device_layout, _broadcast(dense, device_layout), device_ptr, 0, True, True)
-    temporary = None
-    if same.method == MEMCPY:  # the device side is that dense layout: no temporary
-        base = device_ptr + same.dst_offset - same.src_offset
-    else:
-        temporary = _Temporary(allocator, dense.volume * itemsize, stream, handle, device_id)
-        base = temporary.ptr
-    try:
+    temporary = host_buffer = None
+    nbytes = dense.volume * itemsize
+    try:  # every temporary is made before anything is written, and freed at the very end
+        if same.method == MEMCPY:  # the device side is that dense layout: no temporary
+            base = device_ptr + same.dst_offset - same.src_offset
+        else:
+            temporary = _Temporary(allocator, nbytes, stream, handle, device_id, (dst, src))
+            base = temporary.ptr
+        if allocator is not None and allocator.host is not None:
+            earlier = () if temporary is None or temporary._buffer is None else (
+                temporary._buffer,)  # fmt: skip
+            host_buffer = _allocated(allocator.host, nbytes, stream, "host", None,
+                                     (dst, src, *earlier))  # fmt: skip
         if not to_device and temporary is not None:
             _device_copy(base, dense, src.ptr, src_layout, handle, device_id)
-        if allocator is not None and allocator.host is not None:
-            _through_host_temporary(allocator.host, to_device, base, dense, host_ptr,
-                                    host_layout, stream, handle)  # fmt: skip
+        if host_buffer is not None:
+            _through_host_temporary(host_buffer.ptr, to_device, base, dense, host_ptr,
+                                    host_layout, handle)  # fmt: skip
         else:
             with _staging_lock:
                 ring, chunk = _ring(device_id), STAGING_BYTES
@@ -226,31 +266,31 @@ def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, handle, de
             _device_copy(dst.ptr, dst_layout, base, _broadcast(dense, dst_layout),
                          handle, device_id)  # fmt: skip
     finally:
-        if temporary is not None:
-            temporary.release()
-
-
-def _through_host_temporary(resource, to_device, base, dense, host_ptr, host_layout, stream,
-                            handle):  # fmt: skip
-    """Pack (or unpack) the host side whole through one host buffer from ``resource``,
-    waiting for the stream before the buffer is freed (also when the copy failed)."""
-    nbytes = dense.volume * dense.itemsize
-    buffer = _allocated(resource, nbytes, stream, "host", None)
-    try:
-        event = _driver.event_create()
         try:
-            ring = [(buffer.ptr, event)]
-            if to_device:
-                _pack_and_send(base, dense, host_ptr, host_layout, handle, ring, nbytes)
-            else:
-                _receive_and_unpack(host_ptr, host_layout, base, dense, handle, ring, nbytes)
+            if host_buffer is not None:
+                try:  # no transfer may still read or write the buffer (also after a failure)
+                    _synchronize(handle)
+                finally:
+                    host_buffer.close(stream)
         finally:
-            try:  # no transfer may still read or write the buffer when it is freed
-                _synchronize(handle)
-            finally:
-                _driver.event_destroy(event)
+            if temporary is not None:
+                temporary.release()
+
+
+def _through_host_temporary(host_buffer, to_device, base, dense, host_ptr, host_layout,
+                            handle):  # fmt: skip
+    """Pack (or unpack) the host side whole through the host buffer at ``host_buffer`` (an
+    allocator's, of the dense layout's bytes), in one chunk."""
+    nbytes = dense.volume * dense.itemsize
+    event = _driver.event_create()
+    try:
+        ring = [(host_buffer, event)]
+        if to_device:
+            _pack_and_send(base, dense, host_ptr, host_layout, handle, ring, nbytes)
+        else:
+            _receive_and_unpack(host_ptr, host_layout, base, dense, handle, ring, nbytes)
     finally:
-        buffer.close(stream)
+        _driver.event_destroy(event)
 
 
 def _broadcast(layout, like):
