@@ -457,8 +457,7 @@ def _dense_like(cls, other, stride_order):
     """
     original = other
     if type(other) is not StridedLayout:
-        other = plain_layout(other)
-    given_strides = _GIVEN_STRIDES.__get__(original)  # None for implicit C strides
+        other = plain_layout(other)  # keeps implicit C strides
     shape = other._shape
     n = len(shape)
     kind = _LIKE_KINDS.get(stride_order) if type(stride_order) is str else None
@@ -483,7 +482,7 @@ def _dense_like(cls, other, stride_order):
         if type(original) is cls:
             return original
         strides, out = other._strides, other._packed
-        implicit = given_strides is None
+        implicit = other._given_strides is None
     else:
         strides = _UNPACK[n](out, 8 * n)
         implicit = False
@@ -1104,7 +1103,7 @@ class StridedLayout:
         else:
             axes = _as_ints(axis, "axis")
             if not axes:
-                return self if type(self) is StridedLayout else _copy(self)
+                return self  # plain already (a subclass's checked values, above)
             m = n + len(axes)
             _check_ndim(m, f"axis {_describe(axes)}: the unsqueezed layout")
             new_axes = 0
@@ -1287,7 +1286,7 @@ class StridedLayout:
                 _normalize_axis(axis, n, "axis")
             else:
                 _as_index(axis, "axis")
-            return self if type(self) is StridedLayout else _copy(self)
+            return self  # plain already (a subclass's checked values, above)
         if type(axis) is int and -n <= axis < n:
             ax = axis + n if axis < 0 else axis
         else:
@@ -1570,7 +1569,6 @@ _SLOT_NAMES = frozenset(StridedLayout.__slots__)
 _GIVEN_STRIDES = StridedLayout.__dict__["_given_strides"]
 _VALUE_SLOTS = tuple(StridedLayout.__dict__[name] for name in ("_shape", "_strides", "_itemsize",
                                                                 "_offset"))  # fmt: skip
-_GIVEN_STRIDES = StridedLayout.__dict__["_given_strides"]
 #: The slots ``_new`` fills, in its order (a subclass's objects are filled through them).
 _FILLED_SLOTS = tuple(StridedLayout.__dict__[name] for name in (
     "_shape", "_strides", "_given_strides", "_itemsize", "_offset", "_volume", "_bounds",
