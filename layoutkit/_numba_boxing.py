@@ -13,7 +13,8 @@ Failures follow the C API convention: a Python exception is set and the caller c
 from llvmlite import ir
 from numba.core import cgutils
 
-__all__ = ["Objects", "cached_name", "call_python", "failed", "getattr_fast", "read_int64s"]
+__all__ = ["Objects", "cached_name", "call_python", "failed", "getattr_fast", "linked_class",
+           "read_int64s"]
 
 
 def cached_name(c, name):
@@ -31,6 +32,19 @@ def cached_name(c, name):
         intern = c.pyapi._get_function(fnty, name="PyUnicode_InternFromString")
         builder.store(builder.call(intern, [c.context.insert_const_string(module, name)]), slot)
     return builder.load(slot)
+
+
+def linked_class(c, symbol):
+    """The class that ``symbol`` names (``llvmlite.binding.add_symbol(symbol, id(cls))``),
+    as a ``PyObject*`` in the function being compiled: an external symbol, declared in its
+    module once, which cached code links to in a new process as Numba links
+    ``_Py_NoneStruct``."""
+    module = c.builder.module
+    slot = module.globals.get(symbol)
+    if slot is None:
+        slot = ir.GlobalVariable(module, ir.IntType(8), symbol)
+        slot.linkage = "external"
+    return c.builder.bitcast(slot, c.pyapi.pyobj)
 
 
 def failed(c):

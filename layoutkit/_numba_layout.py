@@ -65,7 +65,14 @@ from . import _kernels as K
 from . import _numba_checks as S
 from . import _numba_fingerprint as _fingerprint
 from ._errors import AxisError
-from ._numba_boxing import Objects, call_python, failed, getattr_fast, read_int64s
+from ._numba_boxing import (
+    Objects,
+    call_python,
+    failed,
+    getattr_fast,
+    linked_class,
+    read_int64s,
+)
 from ._numba_checks import (
     checked_index,
     inline_classmethod,
@@ -180,13 +187,8 @@ binding.add_symbol(_LAYOUT_CLASS_SYMBOL, id(StridedLayout))
 def _is_plain_layout(c, obj):
     """An ``i1``: whether ``obj``'s real type is exactly ``StridedLayout`` (a class
     symbol, as the view unboxer links the view class, so cached code finds it)."""
-    builder = c.builder
-    symbol = builder.module.globals.get(_LAYOUT_CLASS_SYMBOL)
-    if symbol is None:
-        symbol = ir.GlobalVariable(builder.module, ir.IntType(8), _LAYOUT_CLASS_SYMBOL)
-        symbol.linkage = "external"
-    layout_class = builder.bitcast(symbol, c.pyapi.pyobj)
-    return builder.icmp_unsigned("==", c.pyapi.get_type(obj), layout_class)
+    layout_class = linked_class(c, _LAYOUT_CLASS_SYMBOL)
+    return c.builder.icmp_unsigned("==", c.pyapi.get_type(obj), layout_class)
 
 
 @unbox(StridedLayoutType)

@@ -98,7 +98,7 @@ from numba.np import numpy_support
 from . import _numba_checks as S
 from . import _numba_fingerprint as _fingerprint
 from ._errors import SealedClass, never_initialised
-from ._numba_boxing import Objects, call_python, failed, getattr_fast
+from ._numba_boxing import Objects, call_python, failed, getattr_fast, linked_class
 from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
 from ._numba_layout import StridedLayoutType, make_layout
@@ -459,12 +459,7 @@ def _is_view(c, view):
     (pointer, shape, strides) trusted.
     """
     builder = c.builder
-    module = builder.module
-    symbol = module.globals.get(_VIEW_CLASS_SYMBOL)
-    if symbol is None:
-        symbol = ir.GlobalVariable(module, ir.IntType(8), _VIEW_CLASS_SYMBOL)
-        symbol.linkage = "external"
-    view_class = builder.bitcast(symbol, c.pyapi.pyobj)
+    view_class = linked_class(c, _VIEW_CLASS_SYMBOL)
     result = cgutils.alloca_once_value(
         builder, builder.icmp_unsigned("==", c.pyapi.get_type(view), view_class)
     )
