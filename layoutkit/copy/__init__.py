@@ -1,8 +1,9 @@
 """Strided copies between any two views: planner, CPU kernels and GPU kernels.
 
-``copy(dst, src, stream=None, allocator=None, blocking=None)`` is the entry point (also ``dst.copy_from(src)`` and
-``src.copy_to(dst)`` on :class:`layoutkit.StridedMemoryView`). ``plan`` holds the pure
-planning arithmetic, ``cpu`` the host kernels, ``gpu`` the numba-cuda kernels.
+``copy(dst, src, stream=None, allocator=None, blocking=None)`` is the entry point (also
+``dst.copy_from(src)`` and ``src.copy_to(dst)`` on :class:`layoutkit.StridedMemoryView`).
+``plan`` holds the pure planning arithmetic, ``cpu`` the host kernels, ``gpu`` the
+numba-cuda kernels.
 
 This package is callable: ``layoutkit.copy(dst, src)`` works whether the name
 ``layoutkit.copy`` resolves to this package or to the function.

@@ -122,24 +122,25 @@ def _unusable(buffer, nbytes, side, device_id, guards):
 
 
 class _Temporary:
-    """A device temporary of a staged copy: from the allocator's device resource, else the
-    driver's stream-ordered allocator; freed in stream order by :meth:`release`."""
+    """A device temporary of a staged copy: from the allocator's device resource (its
+    ``buffer``), else the driver's stream-ordered allocator (``buffer`` None); freed in
+    stream order by :meth:`release`."""
 
     def __init__(self, allocator, nbytes, stream, handle, device_id, guards):
         resource = allocator.device if allocator is not None else None
         self._stream, self._handle = stream, handle
         if resource is None:
-            self._buffer = None
+            self.buffer = None
             self.ptr = _driver.mem_alloc_async(max(nbytes, 1), handle)
         else:
-            self._buffer = _allocated(resource, nbytes, stream, "device", device_id, guards)
-            self.ptr = self._buffer.ptr
+            self.buffer = _allocated(resource, nbytes, stream, "device", device_id, guards)
+            self.ptr = self.buffer.ptr
 
     def release(self):
-        if self._buffer is None:
+        if self.buffer is None:
             _driver.mem_free_async(self.ptr, self._handle)
         else:
-            self._buffer.close(self._stream)
+            self.buffer.close(self._stream)
 
 
 def _check_devices(dst_device, src_device):
@@ -246,8 +247,8 @@ def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, handle, de
             temporary = _Temporary(allocator, nbytes, stream, handle, device_id, (dst, src))
             base = temporary.ptr
         if allocator is not None and allocator.host is not None:
-            earlier = () if temporary is None or temporary._buffer is None else (
-                temporary._buffer,)  # fmt: skip
+            earlier = () if temporary is None or temporary.buffer is None else (
+                temporary.buffer,)  # fmt: skip
             host_buffer = _allocated(allocator.host, nbytes, stream, "host", None,
                                      (dst, src, *earlier))  # fmt: skip
         if not to_device and temporary is not None:
