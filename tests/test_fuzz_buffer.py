@@ -23,8 +23,7 @@ from helpers.hostile_checks import (
     refused_or_ok,
 )
 from helpers.hostile_objects import IntSubclass, NonIntIndex, RaisingIndex
-from helpers.hostile_strategies import fuzz_settings, int_likes, junk
-from hypothesis import given
+from helpers.hostile_strategies import fuzz_case, int_likes, junk
 from hypothesis import strategies as st
 
 import layoutkit
@@ -291,17 +290,9 @@ def _fuzz_from_handle(data):
         buffer.close()
 
 
-def _fuzz(examples, slow_examples=None):
-    @fuzz_settings(examples, slow_examples)
-    @given(st.data())
-    def run(data):
-        _fuzz_from_handle(data)
 
-    return run
-
-
-cases.add("fuzz_from_handle", _fuzz(300), timeout=300)
-cases.add("fuzz_from_handle_long", _fuzz(600, 30000), timeout=1800, slow=True)
+cases.add("fuzz_from_handle", fuzz_case(_fuzz_from_handle, 300), timeout=300)
+cases.add("fuzz_from_handle_long", fuzz_case(_fuzz_from_handle, 600, 30000), timeout=1800, slow=True)
 
 
 cases.export(globals())

@@ -15,8 +15,7 @@ import functools
 import numpy as np
 from helpers.hostile import Cases, note
 from helpers.hostile_checks import Poisoned, check, host_view, plain, refused, refused_or_ok
-from helpers.hostile_strategies import fuzz_settings
-from hypothesis import given
+from helpers.hostile_strategies import fuzz_case
 from hypothesis import strategies as st
 from numba import njit
 
@@ -537,17 +536,9 @@ def _random_differential(data):
         check(got == expected, f"@njit {what} gave {got!r}, Python {expected!r}")
 
 
-def _fuzz(examples, slow_examples=None):
-    @fuzz_settings(examples, slow_examples)
-    @given(st.data())
-    def run(data):
-        _random_differential(data)
 
-    return run
-
-
-cases.add("fuzz_njit_layout_errors_against_python", _fuzz(250), timeout=600)
-cases.add("fuzz_njit_layout_errors_against_python_long", _fuzz(400, 20000), timeout=3600,
+cases.add("fuzz_njit_layout_errors_against_python", fuzz_case(_random_differential, 250), timeout=600)
+cases.add("fuzz_njit_layout_errors_against_python_long", fuzz_case(_random_differential, 400, 20000), timeout=3600,
           slow=True)  # fmt: skip
 
 

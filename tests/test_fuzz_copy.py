@@ -34,8 +34,7 @@ from helpers.hostile_checks import (
     refused,
     refused_or_ok,
 )
-from helpers.hostile_strategies import fuzz_settings
-from hypothesis import given
+from helpers.hostile_strategies import fuzz_case
 from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided
 
@@ -342,17 +341,9 @@ def _random_copy(data):
         src_block.untouched("a copy (its source)")
 
 
-def _fuzz(examples, slow_examples=None):
-    @fuzz_settings(examples, slow_examples)
-    @given(st.data())
-    def run(data):
-        _random_copy(data)
 
-    return run
-
-
-cases.add("fuzz_copies_in_canary_memory", _fuzz(150), timeout=300)
-cases.add("fuzz_copies_in_canary_memory_long", _fuzz(250, 10000), timeout=3600, slow=True)
+cases.add("fuzz_copies_in_canary_memory", fuzz_case(_random_copy, 150), timeout=300)
+cases.add("fuzz_copies_in_canary_memory_long", fuzz_case(_random_copy, 250, 10000), timeout=3600, slow=True)
 
 
 # ------------------------------------------------------------------ views of one buffer
@@ -400,17 +391,9 @@ def _aliased_copy(data):
     block.only_changed(expected, f"{call} between views of one buffer")
 
 
-def _aliased_fuzz(examples, slow_examples=None):
-    @fuzz_settings(examples, slow_examples)
-    @given(st.data())
-    def run(data):
-        _aliased_copy(data)
 
-    return run
-
-
-cases.add("fuzz_copies_between_views_of_one_buffer", _aliased_fuzz(400), timeout=300)
-cases.add("fuzz_copies_between_views_of_one_buffer_long", _aliased_fuzz(400, 20000),
+cases.add("fuzz_copies_between_views_of_one_buffer", fuzz_case(_aliased_copy, 400), timeout=300)
+cases.add("fuzz_copies_between_views_of_one_buffer_long", fuzz_case(_aliased_copy, 400, 20000),
           timeout=3600, slow=True)  # fmt: skip
 
 

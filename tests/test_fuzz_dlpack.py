@@ -24,8 +24,7 @@ from helpers.hostile_checks import (
     refused_or_ok,
 )
 from helpers.hostile_dlpack import HostileProducer
-from helpers.hostile_strategies import fuzz_settings
-from hypothesis import given
+from helpers.hostile_strategies import fuzz_case
 from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided
 
@@ -486,14 +485,6 @@ def _fuzz_capsule(data):
     block.untouched(what)
 
 
-def _fuzz(examples, slow_examples):
-    @fuzz_settings(examples, slow_examples)
-    @given(st.data())
-    def run(data):
-        _fuzz_capsule(data)
-
-    return run
-
 
 @cases.case
 def export_arguments_are_named():
@@ -522,8 +513,8 @@ def export_arguments_are_named():
         export(dl_device=[np.int64(1), 0])
 
 
-cases.add("fuzz_dlpack_capsules", _fuzz(250, None), timeout=300)
-cases.add("fuzz_dlpack_capsules_long", _fuzz(250, 20000), timeout=1800, slow=True)
+cases.add("fuzz_dlpack_capsules", fuzz_case(_fuzz_capsule, 250, None), timeout=300)
+cases.add("fuzz_dlpack_capsules_long", fuzz_case(_fuzz_capsule, 250, 20000), timeout=1800, slow=True)
 
 
 cases.export(globals())

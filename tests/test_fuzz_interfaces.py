@@ -34,9 +34,8 @@ from helpers.hostile_objects import (
     numpy_reading,
     type_equal_to,
 )
-from helpers.hostile_strategies import fuzz_settings, interface_dicts
+from helpers.hostile_strategies import fuzz_case, interface_dicts
 from helpers.strategies import explicit_byte_strides
-from hypothesis import given
 from hypothesis import strategies as st
 
 import layoutkit
@@ -585,19 +584,11 @@ def _fuzz_interface(name, data):
     block.untouched(what)
 
 
-def _fuzz_case(name, examples, slow_examples):
-    @fuzz_settings(examples, slow_examples)
-    @given(st.data())
-    def run(data):
-        _fuzz_interface(name, data)
 
-    return run
-
-
-cases.add("fuzz_array_interface_dicts", _fuzz_case(AI, 250, None), timeout=300)
-cases.add("fuzz_cuda_array_interface_dicts", _fuzz_case(CAI, 150, None), timeout=300)
-cases.add("fuzz_array_interface_dicts_long", _fuzz_case(AI, 400, 20000), timeout=1800, slow=True)
-cases.add("fuzz_cuda_array_interface_dicts_long", _fuzz_case(CAI, 300, 15000), timeout=1800,
+cases.add("fuzz_array_interface_dicts", fuzz_case(functools.partial(_fuzz_interface, AI), 250, None), timeout=300)
+cases.add("fuzz_cuda_array_interface_dicts", fuzz_case(functools.partial(_fuzz_interface, CAI), 150, None), timeout=300)
+cases.add("fuzz_array_interface_dicts_long", fuzz_case(functools.partial(_fuzz_interface, AI), 400, 20000), timeout=1800, slow=True)
+cases.add("fuzz_cuda_array_interface_dicts_long", fuzz_case(functools.partial(_fuzz_interface, CAI), 300, 15000), timeout=1800,
           slow=True)  # fmt: skip
 
 

@@ -22,8 +22,7 @@ from helpers.hostile_checks import (
     check_layout,
     refused_or_ok,
 )
-from helpers.hostile_strategies import fuzz_settings, int_likes, int_sequences, junk
-from hypothesis import given
+from helpers.hostile_strategies import fuzz_case, int_likes, int_sequences, junk
 from hypothesis import strategies as st
 
 from layoutkit import StridedLayout
@@ -90,17 +89,9 @@ def _is_unique_exact(data):
           f"{'distinct' if distinct else 'not distinct'}")  # fmt: skip
 
 
-def _fuzz(body, examples, slow_examples=None):
-    @fuzz_settings(examples, slow_examples)
-    @given(st.data())
-    def run(data):
-        body(data)
 
-    return run
-
-
-cases.add("fuzz_is_unique_near_int64_edges", _fuzz(_is_unique_exact, 400), timeout=300)
-cases.add("fuzz_is_unique_near_int64_edges_long", _fuzz(_is_unique_exact, 400, 20000),
+cases.add("fuzz_is_unique_near_int64_edges", fuzz_case(_is_unique_exact, 400), timeout=300)
+cases.add("fuzz_is_unique_near_int64_edges_long", fuzz_case(_is_unique_exact, 400, 20000),
           timeout=1800, slow=True)  # fmt: skip
 
 
@@ -157,8 +148,8 @@ def _max_itemsize_fuzz(data):
     _check_max_itemsize(layout, max_itemsize, data_ptr)
 
 
-cases.add("fuzz_max_compatible_itemsize", _fuzz(_max_itemsize_fuzz, 300), timeout=300)
-cases.add("fuzz_max_compatible_itemsize_long", _fuzz(_max_itemsize_fuzz, 300, 10000),
+cases.add("fuzz_max_compatible_itemsize", fuzz_case(_max_itemsize_fuzz, 300), timeout=300)
+cases.add("fuzz_max_compatible_itemsize_long", fuzz_case(_max_itemsize_fuzz, 300, 10000),
           timeout=1800, slow=True)  # fmt: skip
 
 
@@ -354,8 +345,8 @@ def _junk_calls(data):
     check_layout(layout, "the layout a method was called on")  # nothing changed it
 
 
-cases.add("fuzz_layout_methods_with_junk", _fuzz(_junk_calls, 600), timeout=600)
-cases.add("fuzz_layout_methods_with_junk_long", _fuzz(_junk_calls, 600, 50000),
+cases.add("fuzz_layout_methods_with_junk", fuzz_case(_junk_calls, 600), timeout=600)
+cases.add("fuzz_layout_methods_with_junk_long", fuzz_case(_junk_calls, 600, 50000),
           timeout=3600, slow=True)  # fmt: skip
 
 

@@ -22,8 +22,7 @@ from helpers.hostile_checks import (
 )
 from helpers.hostile_dlpack import SameCapsule
 from helpers.hostile_objects import FakeInterface, RaisingAttribute
-from helpers.hostile_strategies import fuzz_settings, int_likes, int_sequences, junk
-from hypothesis import given
+from helpers.hostile_strategies import fuzz_case, int_likes, int_sequences, junk
 from hypothesis import strategies as st
 
 import layoutkit
@@ -132,17 +131,9 @@ def _junk_call(data):
     del result
 
 
-def _fuzz(examples, slow_examples=None):
-    @fuzz_settings(examples, slow_examples)
-    @given(st.data())
-    def run(data):
-        _junk_call(data)
 
-    return run
-
-
-cases.add("fuzz_view_entry_points_with_junk", _fuzz(500), timeout=600)
-cases.add("fuzz_view_entry_points_with_junk_long", _fuzz(1000, 40000), timeout=3600, slow=True)
+cases.add("fuzz_view_entry_points_with_junk", fuzz_case(_junk_call, 500), timeout=600)
+cases.add("fuzz_view_entry_points_with_junk_long", fuzz_case(_junk_call, 1000, 40000), timeout=3600, slow=True)
 
 
 # ------------------------------------------------------------------ named export cases

@@ -10,7 +10,7 @@ are nearly valid and fail in one place.
 import array
 
 import numpy as np
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.hostile import slow_enabled
@@ -45,6 +45,17 @@ def fuzz_settings(examples, slow_examples=None):
         report_multiple_bugs=long_run,  # CI: the first fault, shrunk, is enough to fail
         print_blob=True,
     )
+
+
+def fuzz_case(body, examples, slow_examples=None):
+    """A hostile case running ``body(data)`` on hypothesis data, with :func:`fuzz_settings`."""
+
+    @fuzz_settings(examples, slow_examples)
+    @given(st.data())
+    def run(data):
+        body(data)
+
+    return run
 
 
 junk = st.one_of(
