@@ -360,7 +360,7 @@ def with_extremes(draw, st, index):
 
 
 def outcome(function, *args):
-    """``("ok", result)``, ``("raises", exception class)``; a TypingError propagates."""
+    """``("ok", result)``, or ``(exception class, None)``; a TypingError propagates."""
     from numba.core.errors import TypingError
 
     try:
@@ -368,7 +368,7 @@ def outcome(function, *args):
     except TypingError:
         raise
     except Exception as error:  # noqa: BLE001 - the class is what is compared
-        return "raises", type(error)
+        return type(error), None
 
 
 def exact_layout(layout):
