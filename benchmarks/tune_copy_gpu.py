@@ -3,7 +3,7 @@
 Usage on the GPU machine::
 
     python3 benchmarks/tune_copy_gpu.py [--cases 30] [--seeds 100 101] [--time-limit 200]
-        [--log PATH] [--only WORD ...] [--torch] [--json PATH]
+        [--log PATH] [--only WORD ...] [--torch] [--json PATH] [--random-only]
 
 A variant changes module settings of ``layoutkit.copy.plan`` / ``layoutkit.copy.gpu``
 (run bytes of tiles, bytes in flight per SM, where ``direct`` takes over, whether 1- and
@@ -77,20 +77,22 @@ VARIANTS = {
     "block lanes 4": {(planner, "BLOCK_SOURCE_LANES"): 4},
     "block lanes 16": {(planner, "BLOCK_SOURCE_LANES"): 16},
     "no gather": {(planner, "GATHER_RULES"): ()},
-    "gather to 512B": {(planner, "GATHER_RULES"): ((32, 0.35, True), (256, 0.75, True),
-                                                   (512, 0.75, True))},
-    "gather to 256B at 0.5": {(planner, "GATHER_RULES"): ((32, 0.35, True), (256, 0.5, True))},
-    "gather to 256B at 0.9": {(planner, "GATHER_RULES"): ((32, 0.35, True), (256, 0.9, True))},
-    "gather always": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),)},
-    "gather always, no blocks": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+    "gather to 512B": {(planner, "GATHER_RULES"): ((32, "window", 0.1, True), (256, "block", 0.75, True),
+                                                   (512, "block", 0.75, True))},
+    "gather to 256B at 0.5": {(planner, "GATHER_RULES"): ((32, "window", 0.1, True), (256, "block", 0.5, True))},
+    "gather to 256B at 0.9": {(planner, "GATHER_RULES"): ((32, "window", 0.1, True), (256, "block", 0.9, True))},
+    "gather below 32B by first block": {(planner, "GATHER_RULES"): (
+        (32, "block", 0.35, True), (256, "block", 0.75, True), (1 << 62, "block", 0.8, False))},
+    "gather always": {(planner, "GATHER_RULES"): ((1 << 62, "block", 0.0, True),)},
+    "gather always, no blocks": {(planner, "GATHER_RULES"): ((1 << 62, "block", 0.0, True),),
                                  (planner, "BLOCK_VECTOR"): {}},
-    "gather always, items x2": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+    "gather always, items x2": {(planner, "GATHER_RULES"): ((1 << 62, "block", 0.0, True),),
                                 (planner, "ITEMS"): _doubled(planner.ITEMS)},
-    "gather always, items /2": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+    "gather always, items /2": {(planner, "GATHER_RULES"): ((1 << 62, "block", 0.0, True),),
                                 (planner, "ITEMS"): _halved(planner.ITEMS)},
-    "gather always, items /4": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+    "gather always, items /4": {(planner, "GATHER_RULES"): ((1 << 62, "block", 0.0, True),),
                                 (planner, "ITEMS"): _halved(_halved(planner.ITEMS))},
-    "gather always, in flight 256K": {(planner, "GATHER_RULES"): ((1 << 62, 0.0, True),),
+    "gather always, in flight 256K": {(planner, "GATHER_RULES"): ((1 << 62, "block", 0.0, True),),
                                       (gpu, "IN_FLIGHT_PER_SM"): 256 << 10},
     "items x2": {(planner, "ITEMS"): _doubled(planner.ITEMS)},
     "items /2": {(planner, "ITEMS"): _halved(planner.ITEMS)},
@@ -199,9 +201,11 @@ def main():
                         "each variant's rate and plan, CuPy's and torch's rates")
     parser.add_argument("--torch", action="store_true", help="time torch's copy_ too")
     parser.add_argument("--only", nargs="+", default=[],
-                        help="time only the variants whose names contain one of these")
+                        help="time only the variants named, or whose names contain one of these")
+    parser.add_argument("--random-only", action="store_true", help="skip the named layouts")
     args = parser.parse_args()
-    chosen = {k: v for k, v in VARIANTS.items() if not args.only or any(w in k for w in args.only)}
+    chosen = {k: v for k, v in VARIANTS.items() if not args.only or any(
+        w == k if w in VARIANTS else w in k for w in args.only)}
     import cupy as cp
 
     torch = None
@@ -214,7 +218,7 @@ def main():
         f"{contiguous / 1e12:.2f} TB/s")  # fmt: skip
     changes = {label: [] for label in chosen}
     records = open(args.json, "w") if args.json else None  # noqa: SIM115 (closed at the end)
-    cases = [(name, spec, True) for name, spec in named_specs()]
+    cases = [] if args.random_only else [(name, spec, True) for name, spec in named_specs()]
     cases += [(name, spec, False) for name, spec in random_specs(args.seeds, args.cases)]
     for name, spec, named in cases:
         if time.time() - START > args.time_limit:

@@ -89,7 +89,7 @@ def test_gather_offsets_go_wide_at_two_gigabytes(monkeypatch, sign):
     """A ``gather`` launch keeps 32-bit offsets up to a span of ``2**31 - unit`` bytes (its
     extreme offsets, of either sign, still fit an ``int32``) and takes 64-bit ones from
     ``2**31`` (whose positive extreme would not); the audit agrees with both."""
-    monkeypatch.setattr(copy_plan, "GATHER_RULES", ((1 << 62, 0.0, True),))
+    monkeypatch.setattr(copy_plan, "GATHER_RULES", ((1 << 62, "block", 0.0, True),))
     copy_plan._plan.cache_clear()
     try:
         for extra, wide in ((0, 0), (1, 1)):

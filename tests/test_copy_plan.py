@@ -166,6 +166,26 @@ def test_short_runs_on_one_side_are_gathered():
     assert kernels(dense((4096, 4096), 4), permuted((4096, 4096), 4, (1, 0))) == [TILED]
 
 
+@pytest.mark.parametrize(
+    ("problem", "kernel"),
+    [
+        # (coalesced shape, destination strides, source strides, unit) of random benchmark
+        # cases measured on the H200 (plan.GATHER_RULES): 3-byte source runs (uint8 HWC ->
+        # CHW with a reversed channel axis), whose sectors come back a few rows later
+        (((3, 5060790, 7), (35425530, 7, 1), (-1, 3, 15182373), 1), GATHER),
+        # 2-element runs of float16 also read 56 KB apart along the destination's fastest
+        # axis, their sectors' other bytes 15 MB of destination later: the tile stays
+        (((2, 10, 350, 10984), (76888000, 7688800, 21968, 2), (2, -8, -160, 56000), 2), TILED),
+        # 7-byte runs whose sectors come back within the window, but a warp's 32 loads
+        # fall in 32 sectors: the tile stays
+        (((2, 54, 7, 4, 24443), (36957816, 684404, 97772, 24443, 1),
+          (-73918656, 7, -1, 9239832, 378), 1), TILED),
+    ],
+)
+def test_short_source_runs_gather_where_the_window_reads_well(problem, kernel):
+    assert [launch.kernel for launch in copy_plan.device_launches(*problem)] == [kernel]
+
+
 def test_long_runs_that_gather_reads_as_well_are_gathered():
     # rows of 961 float32 with a pitch of 964: the tile of 256-unit runs wastes a fourth
     # of its last run per row; gather reads each row as the source's own order would

@@ -138,17 +138,34 @@ BLOCK_SOURCE_LANES = 8
 #: and latency-bound either way.
 BLOCK_IDLE_TILES = 1024
 #: When a ``tiled`` or ``direct`` plan moves through ``gather`` instead (where that kernel
-#: can take the problem, see :func:`gather_launch`): ``(run bytes, efficiency, broadcast)``
-#: rules, the first whose run bytes exceed the tile's shorter run (``direct``: its tile's
-#: run) deciding; unless ``broadcast``, only for a source that moves along every axis but
-#: the last. The tile loses to ``gather`` where gather reads the source at least
-#: ``efficiency`` as well as the source's own order would (:func:`gather_reading`); a
-#: source strided along the destination's order would fetch a sector per element, where a
-#: tile reads whole runs. Measured on the H200 (``benchmarks/tune_copy_gpu.py``):
+#: can take the problem, see :func:`gather_launch`): ``(run bytes, measure, efficiency,
+#: broadcast)`` rules, the first whose run bytes exceed the tile's shorter run (``direct``:
+#: its tile's run) deciding; unless ``broadcast``, only for a source that moves along every
+#: axis but the last. The tile loses to ``gather`` where gather reads the source at least
+#: ``efficiency`` well by the ``measure``: ``"block"``, the sectors of gather's first block
+#: against the source's own order (:func:`gather_reading`: the L2 transactions a warp's
+#: loads cost), or ``"window"``, the lesser of that and the share of the source sectors'
+#: bytes used while gather writes its first ``GATHER_WINDOW`` bytes
+#: (:func:`gather_window_efficiency`: the memory traffic, the L2 cache keeping a sector
+#: between its uses); a source strided along the destination's order would fetch a sector
+#: per element, where a tile reads whole runs. Measured on the H200
+#: (``benchmarks/tune_copy_gpu.py``):
 #:
 #: - seeds 100-102: a tile of runs under 32 bytes moves them a few bytes at a time through
 #:   shared memory (gather 1.4x); up to 256-byte runs gather was 1.0-1.7x faster where it
 #:   reads at least 0.8 as well (14 cases) and 0.4-0.9x where it reads 0.37-0.5 (3 cases);
+#: - seeds 7311-7314 (``--random-only --only "gather always" --torch --json``, 100 cases):
+#:   tiles whose shorter run is 2-28 bytes ran at 0.22-1.37 TB/s; gather beat them in 7 of
+#:   8 (1.09-2.8x), 6 of them with a first-block reading of 0.08-0.33 (below the 0.35 the
+#:   first rule asked then) and a window efficiency of 0.18-0.5; the one loss (0.44x: a
+#:   2-byte source strided 56 KB along the destination's fastest axis, whose sectors' other
+#:   bytes come back 15 MB of destination later) and one small win (0.22 -> 0.35 TB/s) had
+#:   a window efficiency of 0.06. Checked on seeds 8411-8413 (34 cases, the window alone):
+#:   of the two tiles it sent to gather, one ran 1.59x faster, the other (1-byte units, a
+#:   warp's 32 loads in 32 sectors: first-block reading 0.03, window 0.22) 0.36x, so the
+#:   first block's reading bounds the window's; with that bound the rule keeps 5 of the 7
+#:   wins above (the two dropped: 1.04x and 1.09x) and neither loss. Not yet run on a
+#:   seed that it was not fitted to;
 #: - seed 4242: ``direct`` tiles of 2 and 4 units along a 9-unit run (fewest tiles) ran at
 #:   0.27x and 0.61x torch's elementwise copy;
 #: - seeds 301-303 (``--only "no gather" "gather always" --torch --json``, 119 cases): with
@@ -157,7 +174,12 @@ BLOCK_IDLE_TILES = 1024
 #:   4 others at 0.78-0.97x. Sources broadcast along the destination's runs: gather 1.5x
 #:   and 1.6x (seeds 302, 306); along other axes (a row read again for every row
 #:   written): not measured, left to the tiles.
-GATHER_RULES = ((32, 0.35, True), (256, 0.75, True), (1 << 62, 0.8, False))
+GATHER_RULES = ((32, "window", 0.1, True), (256, "block", 0.75, True),
+                (1 << 62, "block", 0.8, False))  # fmt: skip
+#: Bytes of destination over which :func:`gather_window_efficiency` counts a source sector's
+#: uses (a small share of the H200's 50 MB L2, which both sides stream through; 1 and 8 MB
+#: classified the fitting cases above alike).
+GATHER_WINDOW = 1 << 20
 #: A ``block`` plan whose vectors are narrower than 16 bytes on a side yields (to the
 #: ``tiled`` rules, and so to ``gather``) where gather reads a source without broadcast
 #: axes at least this well (:func:`gather_reading`). Seeds 301-303: such blocks ran at
@@ -1100,13 +1122,62 @@ def gather_efficiency(shape, ss, unit):
     return _sector_efficiency(offsets.tolist(), unit)
 
 
+def gather_window_efficiency(shape, ss, unit, window=None):
+    """Bytes used of the 32-byte source sectors that ``gather`` reads while it writes its
+    first ``window`` bytes of destination (default ``GATHER_WINDOW``): a sector whose bytes
+    are all used within the window is fetched from memory once, the L2 cache keeping it
+    between its uses. Above 1 where a broadcast source reads sectors again.
+
+    The window's elements are a box (the destination's fastest axes, the last one
+    partly); its axes are taken by increasing source stride while each stride stays
+    within the span of those before it plus a sector (their sectors may be shared), the
+    rest only repeat that footprint elsewhere.
+
+    Examples
+    --------
+    >>> gather_window_efficiency((1000, 3), (12, 2), 2)  # 6-byte rows 12 bytes apart
+    0.5
+    >>> round(gather_window_efficiency((1000, 1000), (2, 2000), 2), 2)  # rows come back
+    0.99
+    >>> gather_window_efficiency((1000, 10**6), (2, 2000), 2)  # rows longer than the window
+    0.0625
+    >>> gather_window_efficiency((1000, 1000), (2, 0), 2) > 1  # each unit read for a row
+    True
+    """
+    count = (GATHER_WINDOW if window is None else window) // unit
+    box, repeats = [], 1  # (extent, |stride|) of the window's source axes; broadcast reads
+    for extent, stride in zip(reversed(shape), reversed(ss), strict=True):
+        if count <= 1:
+            break
+        taken = min(extent, count)
+        count //= taken
+        if stride:
+            box.append((taken, abs(stride)))
+        else:
+            repeats *= taken
+    offsets = np.zeros(1, dtype=np.int64)
+    span = unit
+    for extent, stride in sorted(box, key=lambda axis: axis[1]):
+        if stride > span + 32:
+            break
+        extent = min(extent, max(1, (1 << 16) // len(offsets)))  # a sample of a long run
+        offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64) * stride).ravel()
+        span += (extent - 1) * stride
+    sectors = np.union1d(offsets // 32, (offsets + unit - 1) // 32)
+    return len(offsets) * repeats * unit / (32 * len(sectors))
+
+
 def _gather_wins(shape, ss, unit, run_bytes):
     """Whether ``gather`` takes a problem whose tile's (shorter) run is ``run_bytes`` long
     (see ``GATHER_RULES``)."""
-    for below, efficiency, broadcast in GATHER_RULES:
+    for below, measure, efficiency, broadcast in GATHER_RULES:
         if run_bytes < below:
-            return ((broadcast or 0 not in ss[:-1]) and gathers(shape, unit)
-                    and gather_reading(shape, ss, unit) >= efficiency)  # fmt: skip
+            if not ((broadcast or 0 not in ss[:-1]) and gathers(shape, unit)):
+                return False
+            reading = gather_reading(shape, ss, unit)
+            if measure == "window":
+                reading = min(reading, gather_window_efficiency(shape, ss, unit))
+            return reading >= efficiency
     return False
 
 
