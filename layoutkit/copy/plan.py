@@ -1160,7 +1160,7 @@ def gather_window_efficiency(shape, ss, unit, window=None):
     for extent, stride in sorted(box, key=lambda axis: axis[1]):
         if stride > span + 32:
             break
-        extent = min(extent, max(1, (1 << 16) // len(offsets)))  # a sample of a long run
+        extent = min(extent, max(1, 4096 // len(offsets)))  # a sample of a long run
         offsets = (offsets[:, None] + np.arange(extent, dtype=np.int64) * stride).ravel()
         span += (extent - 1) * stride
     sectors = np.union1d(offsets // 32, (offsets + unit - 1) // 32)
