@@ -1002,10 +1002,14 @@ def apply_index(lay, n, offset, itemsize, items, out, m):
     dimensions; the axes after the last item are kept.
 
     Writes the result to ``out`` (shape ``out[0:m]``, strides ``out[m:2m]``) and returns
-    ``(status, offset, volume, low, high)``. Failures: ``(OUT_OF_RANGE, axis, item, 0,
-    -1)`` for an index outside ``[-extent, extent)``; ``(OVERFLOW_OFFSET, axis, item, 0,
-    -1)`` when a stride times a step does not fit in int64 in bytes (for a result extent
-    above 1). Strides follow NumPy, also for an empty result (see :func:`_sliced_axis`).
+    ``(status, offset, volume, low, high)``. Failures name the axis and the item at
+    fault: ``(OUT_OF_RANGE, axis, item, 0, -1)`` for an index outside ``[-extent,
+    extent)``; ``(OVERFLOW_OFFSET, axis, item, 0, -1)`` when the offset of an index or
+    of a slice's first element does not fit in int64, or a stride times a step does not
+    fit in int64 in bytes (for a result extent above 1); ``(status, axis, -1, 0, -1)``
+    when the result fails :func:`check` (its axis at fault or -1, no item: for an empty
+    result, its slice offset in bytes does not fit). Strides follow NumPy, also for an
+    empty result (see :func:`_sliced_axis`).
     """
     r = 0
     ax = 0
@@ -1047,6 +1051,8 @@ def apply_index(lay, n, offset, itemsize, items, out, m):
         out[m + r] = lay[n + j]
         r += 1
     status, vol, lo, hi = check(out, m, itemsize, off, False)
+    if status:
+        return status, vol, -1, 0, -1  # check's axis at fault (or -1); no item
     return status, off, vol, lo, hi
 
 

@@ -1458,16 +1458,22 @@ class StridedLayout:
     __getitem__ = sliced
 
     def _index_failure(self, slices, spec, status, axis, position):
-        """The exception for a failed ``apply_index`` (see its status codes)."""
+        """The exception for a failed ``apply_index`` (see its status codes): the item
+        at ``position`` on ``axis`` failed, or (``position`` -1) the result did."""
         if status == C.OUT_OF_RANGE:
             return AxisError(
                 f"index {spec[3 * position]} is out of bounds for axis {axis} with "
                 f"extent {self._shape[axis]} (out of range for axis {axis})"
             )
-        if status == C.OVERFLOW_OFFSET:
-            why = f"the stride of axis {axis} times the step does not fit in int64 in bytes"
-        else:
+        if position < 0:
             why = _overflow_reason(status, axis)
+        elif spec[3 * position + 2] == 0:  # an integer index
+            why = f"the offset of index {spec[3 * position]} on axis {axis} does not fit in int64"
+        else:
+            why = (
+                f"on axis {axis} the offset of the slice's first element does not fit in "
+                "int64, or its stride times the step does not fit in int64 in bytes"
+            )
         return OverflowError(f"indexing {self!r} with {_describe(slices)}: {why}")
 
     # ---------------------------------------------------------------- identity

@@ -216,6 +216,25 @@ BAD_CALLS = {
         lambda: StridedLayout.dense((1,) * 64, 1)[None], ValueError, r"65 dim"
     ),
     "sliced list": (lambda: L.sliced([0, 1]), TypeError, r"\[0, 1\]"),
+    # an offset beyond int64 is named as an offset (not as a stride times a step); only
+    # zero-volume layouts get there (every element of a valid layout has an int64 offset)
+    "index offset overflow": (
+        lambda: StridedLayout((3, 0), (2**62, 1), 1)[2], OverflowError,
+        r"offset of index 2 on axis 0 does not fit in int64",
+    ),
+    "slice offset overflow": (
+        lambda: StridedLayout((3, 0), (2**62, 1), 1)[2:], OverflowError,
+        r"on axis 0 the offset of the slice's first element does not fit",
+    ),
+    "slice stride overflow": (
+        lambda: StridedLayout((3, 0), (2**61, 1), 2)[::2], OverflowError,
+        r"on axis 0 .*stride times the step does not fit in int64 in bytes",
+    ),
+    # an empty result whose slice offset in bytes does not fit: its byte offsets
+    "empty index byte offset": (
+        lambda: StridedLayout((3, 0), (2**61, 1), 2)[2:3], OverflowError,
+        r"with slice\(2, 3, None\): its byte offsets do not fit in int64",
+    ),
     # ---------------------------------------------------------------- queries
     "required size negative": (
         lambda: StridedLayout((3,), (-2,), 4).required_size_in_bytes(),
