@@ -14,6 +14,7 @@ import itertools
 import math
 
 import numpy as np
+from helpers.chains import HypothesisDraw, run_chain
 from helpers.hostile import Cases, note
 from helpers.hostile_checks import (
     DOCUMENTED,
@@ -397,6 +398,19 @@ def documented_classes_only_from_overflowing_transforms():
         ok, result = refused_or_ok(call, what=name, classes=DOCUMENTED)
         if ok:
             check_layout(result, name)
+
+
+# ------------------------------------------------------------------ transform chains
+def _transform_chain(data):
+    """5-15 random transforms with properties read in random order along the way: after
+    each step the layout answers every property as a fresh layout of the same values
+    does (nothing carried over or cached wrongly) and maps indices as NumPy's view."""
+    run_chain(HypothesisDraw(data))
+
+
+cases.add("fuzz_transform_chains", fuzz_case(_transform_chain, 150), timeout=120)
+cases.add("fuzz_transform_chains_long", fuzz_case(_transform_chain, 150, 20000),
+          timeout=1800, slow=True)  # fmt: skip
 
 
 cases.export(globals())

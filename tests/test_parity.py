@@ -19,6 +19,7 @@ import types
 import numpy as np
 import pytest
 from helpers import parity as P
+from helpers.chains import HypothesisDraw, run_compiled_chain
 from helpers.strategies import assert_same_mapping, basic_indices, enumerable, layouts, numpy_view
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -424,3 +425,21 @@ def test_random_high_ndim_transforms_agree_with_python_and_numpy(data):
             assert got == expected and type(got) is type(expected), (layout, order, index)
     if enumerable(layout) and layout.volume:
         assert compiled[1][2] == numpy_view(layout)[index]
+
+
+@not_simulated
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_random_transform_chains_agree_with_python(data):
+    """5-15 ndim-keeping transforms as data for one compiled function (3-d: one compile):
+    the same outcome and the same properties after every step as in Python."""
+    run_compiled_chain(HypothesisDraw(data), ndims=(3,))
+
+
+@pytest.mark.slow
+@not_simulated
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_random_transform_chains_agree_with_python_long(data):
+    """As above for 0-d to 4-d layouts (a compile per number of dimensions)."""
+    run_compiled_chain(HypothesisDraw(data))
