@@ -164,8 +164,8 @@ BLOCK_IDLE_TILES = 1024
 #:   of the two tiles it sent to gather, one ran 1.59x faster, the other (1-byte units, a
 #:   warp's 32 loads in 32 sectors: first-block reading 0.03, window 0.22) 0.36x, so the
 #:   first block's reading bounds the window's; with that bound the rule keeps 5 of the 7
-#:   wins above (the two dropped: 1.04x and 1.09x) and neither loss. Not yet run on a
-#:   seed that it was not fitted to;
+#:   wins above (dropped: the small one, and a 1.09x win whose first-block reading was
+#:   0.08) and neither loss. Not yet run on a seed that it was not fitted to;
 #: - seed 4242: ``direct`` tiles of 2 and 4 units along a 9-unit run (fewest tiles) ran at
 #:   0.27x and 0.61x torch's elementwise copy;
 #: - seeds 301-303 (``--only "no gather" "gather always" --torch --json``, 119 cases): with
