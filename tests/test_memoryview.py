@@ -152,6 +152,14 @@ def test_buffer_protocol_objects(obj):
     assert view.exporting_obj is obj
 
 
+def test_buffer_protocol_objects_of_python_objects_are_refused_by_their_format():
+    """A memoryview of an object array ('O' format) was refused with a BufferError that
+    said only "the buffer cannot be viewed"; it is the object-dtype TypeError of every
+    other door."""
+    with pytest.raises(TypeError, match=r"memoryview object's buffer format=dtype\('O'\) holds"):
+        StridedMemoryView.from_any_interface(memoryview(np.array([1, None], object)), -1)
+
+
 @pytest.mark.parametrize(
     "array",
     [

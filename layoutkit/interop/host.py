@@ -267,8 +267,9 @@ def _buffer_record(obj, what):
     """The record of an object with only the buffer protocol."""
     array, _ = _buffer_array(obj, what)
     record = ndarray_record(array)
-    if record is None:  # pragma: no cover - PEP 3118 buffers NumPy reads are plain data
-        raise BufferError(f"{what}: the buffer cannot be viewed")
+    if record is None:
+        as_dtype(array.dtype, f"{what}'s buffer format")  # raises for Python objects ('O')
+        raise BufferError(f"{what}: the buffer cannot be viewed")  # pragma: no cover
     return record._replace(exporter=obj)
 
 
