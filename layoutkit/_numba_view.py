@@ -59,7 +59,8 @@ Transforms (``permuted``, ``with_layout``) are always checked, as in Python.
 
 Element types: every NumPy number type and bool. float16 elements can be read and written
 in CUDA kernels but not in ``@njit`` code (Numba's CPU target has no float16), bfloat16
-only in CUDA kernels, the other ml_dtypes types nowhere (no Numba type): a view of such a
+only in CUDA kernels, the other ml_dtypes types, non-native byte orders and sub-array
+dtypes (``'(2,3)f4'``) nowhere (no Numba type for such an element): a view of such a
 dtype still has its shape, strides and layout in compiled code, and its element access is
 a one-line typing error that says what to pass instead. An element of a structured dtype
 is a Numba record, a reference to the view's memory that Numba lets code write through:
@@ -238,8 +239,14 @@ def numba_dtype(dtype, for_cuda=False):
     """The Numba element type of a NumPy dtype (``for_cuda``: numba-cuda's, with bfloat16).
 
     dtypes the target has no type for (ml_dtypes types; float16 on the CPU, where Numba
-    has no data model for it) give an :class:`OpaqueElement`.
+    has no data model for it; non-native byte order) give an :class:`OpaqueElement`, named
+    by ``str(dtype)`` (``'>u2'``, not ``'uint16'``). So does a sub-array dtype
+    (``'(2,3)f4'``): Numba's type for it (a nested array) describes a field of a record,
+    whose elements are an array structure in compiled code, not the element's 24 bytes,
+    so a view of them would load and step through memory by that structure.
     """
+    if dtype.subdtype is not None:
+        return OpaqueElement(str(dtype), dtype.itemsize)
     if for_cuda:
         from numba.cuda.np import numpy_support as support
     else:
@@ -249,7 +256,7 @@ def numba_dtype(dtype, for_cuda=False):
     try:
         return support.from_dtype(dtype)
     except (NotImplementedError, NumbaError, KeyError, TypeError):
-        return OpaqueElement(dtype.name, dtype.itemsize)
+        return OpaqueElement(str(dtype), dtype.itemsize)
 
 
 def layout_kind(layout):
@@ -755,10 +762,10 @@ def _effective_strides(builder, typ, view):
 def _check_element_type(view):
     """TypingError for element access where the target has no type for the elements."""
     dtype = view.dtype
-    if view.readonly and isinstance(dtype, (types.Record, types.NestedArray)):
-        # Numba's records and nested arrays are references to the memory, and Numba lets
-        # every one be written (r.x = 1, r["x"] = 1, r.x[0] = 1): a read-only view must
-        # not hand one out (Python's view gives a read-only copy)
+    if view.readonly and isinstance(dtype, types.Record):
+        # Numba's records (and their nested-array fields) are references to the memory,
+        # and Numba lets every one be written (r.x = 1, r["x"] = 1, r.x[0] = 1): a
+        # read-only view must not hand one out (Python's view gives a read-only copy)
         raise TypingError(
             f"elements of a read-only {dtype} view cannot be read in compiled code: a "
             "structured element is a reference to the view's memory there, which compiled "
@@ -774,11 +781,15 @@ def _check_element_type(view):
             "memory (view.view(dtype=numpy.uint16)) to move the raw bits (layoutkit.cuda.jit "
             "kernels support float16)"
         )
+    name, itemsize = dtype.dtype_name, dtype.itemsize
+    if itemsize in (1, 2, 4, 8):
+        raw = f"an integer dtype of {itemsize} byte(s) (view.view(dtype=numpy.uint{8 * itemsize}))"
+    else:  # no integer type of that size: its bytes, one per element
+        raw = "numpy.uint8 (view.view(view.layout.repacked(1), numpy.uint8))"
     raise TypingError(
-        f"elements of a {dtype.dtype_name} view cannot be read or written in compiled "
-        f"code: Numba has no {dtype.dtype_name} type here; pass a view of the same memory "
-        f"with an integer dtype of {dtype.itemsize} byte(s) (view.view(dtype=numpy.uint"
-        f"{8 * dtype.itemsize})) to move the raw bits"
+        f"elements of a {name} view cannot be read or written in compiled code: Numba has "
+        f"no type for {name} elements here; pass a view of the same memory with {raw} to "
+        "move the raw bits"
     )
 
 

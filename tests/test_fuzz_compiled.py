@@ -364,6 +364,51 @@ def njit_views_of_unusual_dtypes_work_or_fail_typing():
             check(result == 4, f"@njit size of a {name} view is {result}")
 
 
+@njit
+def _element_of(view, i):
+    return view[i]
+
+
+@cases.case(timeout=300)
+def njit_elements_without_a_numba_type_are_refused_by_their_dtype():
+    """Found auditing dtypes: a view of a sub-array dtype (``'(2,3)f4'``, as ``from_buffer``
+    or ``view(dtype=...)`` make one) typed its elements as Numba's nested array, whose
+    compiled form is a 72-byte array structure, not the element's 24 bytes: ``v[1]``
+    stepped 72 bytes an element and read that structure from the data (``v[1][0, 1]``
+    gave garbage or a segfault). Its elements, like those of non-native byte order or of
+    a size no integer has, are a typing error naming the dtype as NumPy writes it
+    (``'>u2'``, not ``'uint16'``), whose advice (no ``numpy.uint56``) works."""
+    from numba.core.errors import TypingError
+
+    from layoutkit._numba_view import OpaqueElement, numba_dtype
+
+    for spelling in ("(2,3)f4", ">u2", ">f8", "V7", [("a", ">i4"), ("b", "u1")]):
+        dtype = np.dtype(spelling)
+        array = np.arange(4 * dtype.itemsize, dtype=np.uint8).view(f"V{dtype.itemsize}")
+        view = host_view(array).view(dtype=dtype)
+        for for_cuda in (False, True):
+            check(isinstance(numba_dtype(dtype, for_cuda), OpaqueElement),
+                  f"{dtype} (for_cuda={for_cuda}) has a Numba element type")  # fmt: skip
+        error = refused(_element_of, view, 1, what=f"@njit v[1] of a {dtype} view",
+                        classes=(TypingError,))  # fmt: skip
+        line = next((line for line in str(error).splitlines() if "cannot be read" in line), "")
+        check(f"elements of a {dtype} view" in line, f"{dtype}: the message says {line!r}")
+        if dtype.itemsize in (1, 2, 4, 8):
+            check(f"numpy.uint{8 * dtype.itemsize})" in line, f"{dtype}: {line!r}")
+            raw = view.view(dtype=f"u{dtype.itemsize}")
+            check(_element_of(raw, 1) == np.asarray(raw)[1], f"{dtype}: the raw element")
+        else:
+            check("repacked(1), numpy.uint8" in line and "numpy.uint" + str(8 * dtype.itemsize)
+                  not in line, f"{dtype}: {line!r}")  # fmt: skip
+            raw = view.view(view.layout.repacked(1), np.uint8)
+            check(_element_of(raw, dtype.itemsize + 1) == dtype.itemsize + 1,
+                  f"{dtype}: the raw byte of element 1")  # fmt: skip
+        check(_size(view) == 4, f"@njit size of a {dtype} view")
+    sub = host_view(np.arange(24, dtype=np.float32).view("V24")).view(dtype="(2,3)f4")
+    check(np.array_equal(sub[0], np.arange(6, dtype=np.float32).reshape(2, 3)),
+          "Python reads a sub-array element")  # fmt: skip
+
+
 # ------------------------------------------------------------------ compiled layouts vs Python
 @njit(cache=True)
 def _c_permuted(layout, order):

@@ -152,6 +152,14 @@ def test_buffer_protocol_objects(obj):
     assert view.exporting_obj is obj
 
 
+def test_buffer_protocol_objects_of_python_objects_are_refused_by_their_format():
+    """A memoryview of an object array ('O' format) was refused with a BufferError that
+    said only "the buffer cannot be viewed"; it is the object-dtype TypeError of every
+    other door."""
+    with pytest.raises(TypeError, match=r"memoryview object's buffer format=dtype\('O'\) holds"):
+        StridedMemoryView.from_any_interface(memoryview(np.array([1, None], object)), -1)
+
+
 @pytest.mark.parametrize(
     "array",
     [
@@ -183,6 +191,25 @@ def test_any_interface_reads_numpy_dtypes_dlpack_has_no_code_for(array):
     np.testing.assert_array_equal(back, np.asarray(array))
     assert np.shares_memory(back, array)
     assert StridedMemoryView.from_array_interface(view).dtype == array.dtype
+
+
+def test_sub_array_dtype_views_export_what_numpy_makes_of_that_dtype():
+    """A view of a sub-array dtype (``'(2,3)f4'``, as ``from_buffer`` or ``view(dtype=...)``
+    make one) exported the ``descr`` list ``[('', '|V24')]``, so ``numpy.asarray(view)``
+    gave raw ``V24`` bytes and a re-import lost the dtype. NumPy makes an array of that
+    dtype as float32 with the sub-array's axes appended; so does the export now."""
+    values = np.arange(2 * 4 * 6, dtype=np.float32).reshape(2, 4, 2, 3)
+    elements = values.reshape(2, 4, 6).view("V24")[..., 0][:, ::-2]
+    view = StridedMemoryView.from_array_interface(elements).view(dtype="(2,3)f4")
+    assert view.dtype == np.dtype("(2,3)f4") and view.shape == (2, 2)
+    expected = np.ndarray((2, 2), "(2,3)f4", values, 3 * 24, elements.strides)
+    back = np.asarray(view)
+    assert back.dtype == np.float32 and back.shape == expected.shape == (2, 2, 2, 3)
+    assert back.strides == expected.strides and np.shares_memory(back, values)
+    np.testing.assert_array_equal(back, values[:, ::-2])
+    np.testing.assert_array_equal(view[1, 0], values[1, 3])
+    again = StridedMemoryView.from_array_interface(view)
+    assert again.dtype == view.dtype and again.layout == view.layout and again.ptr == view.ptr
 
 
 def test_bfloat16_survives_import_and_export():

@@ -267,8 +267,9 @@ def _buffer_record(obj, what):
     """The record of an object with only the buffer protocol."""
     array, _ = _buffer_array(obj, what)
     record = ndarray_record(array)
-    if record is None:  # pragma: no cover - PEP 3118 buffers NumPy reads are plain data
-        raise BufferError(f"{what}: the buffer cannot be viewed")
+    if record is None:
+        as_dtype(array.dtype, f"{what}'s buffer format")  # raises for Python objects ('O')
+        raise BufferError(f"{what}: the buffer cannot be viewed")  # pragma: no cover
     return record._replace(exporter=obj)
 
 
@@ -354,10 +355,13 @@ def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
     A view without a dtype is described as raw ``itemsize``-byte void elements. An
     ml_dtypes type (bfloat16, float8, ...), whose ``typestr`` can only say ``|V<n>``,
     is described as ``|V<n>`` with the dtype itself as ``descr``, which NumPy reads back
-    as that type. Structured and sub-array dtypes carry their ``descr`` list (a
-    structured dtype that list does not describe exactly carries itself, see
-    :func:`_fields_descr`); other dtypes say all in ``typestr`` (``descr`` would only
-    repeat it), so their dict holds only immutable values.
+    as that type. Structured dtypes carry their ``descr`` list (one that list does not
+    describe exactly carries itself, see :func:`_fields_descr`). A sub-array dtype
+    (``'(2,3)f4'``) carries itself too: its ``descr`` list is only ``[('', '|V24')]``,
+    while the dtype is read back as itself by layoutkit and by NumPy as NumPy makes every
+    array of it, with the sub-array's axes appended (``(n,)`` elements: a ``(n, 2, 3)``
+    float32 array). Other dtypes say all in ``typestr`` (``descr`` would only repeat
+    it), so their dict holds only immutable values.
 
     Examples
     --------
@@ -377,10 +381,8 @@ def interface_dict(ptr, readonly, shape, strides_in_bytes, dtype, itemsize):
     }
     if dtype.fields is not None:
         interface["descr"] = _fields_descr(dtype)
-    elif dtype.subdtype is not None:
-        interface["descr"] = dtype.descr
-    elif dtype.isbuiltin == 2 and is_ml_dtype(dtype):  # a user-defined type, e.g. '<f1'
-        interface["descr"] = dtype
+    elif dtype.subdtype is not None or (dtype.isbuiltin == 2 and is_ml_dtype(dtype)):
+        interface["descr"] = dtype  # a sub-array, or a user-defined type such as '<f1'
     return interface
 
 
