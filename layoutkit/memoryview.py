@@ -60,7 +60,7 @@ from .interop.exchange import exchange_capsule
 from .interop.fastpaths import fast_record
 from .interop.host import interface_dict, ndarray_record, read_array_interface
 from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
-from .layout import StridedLayout, _as_index, _check_itemsize, plain_layout
+from .layout import StridedLayout, _as_index, _check_itemsize, _describe, plain_layout
 from .memory import Buffer
 
 __all__ = ["StridedMemoryView", "args_viewable_as_strided_memory", "check_memory"]
@@ -445,14 +445,19 @@ class StridedMemoryView(metaclass=SealedClass):
     @classmethod
     def _over_buffer(cls, buffer, layout, dtype, readonly, exporter, location, dl_device):
         if not isinstance(layout, StridedLayout):
-            raise TypeError(f"layout must be a StridedLayout, got {type(layout).__name__}")
+            raise TypeError(
+                "layout must be a StridedLayout (view.layout[...], StridedLayout.dense(shape, "
+                f"itemsize), ...), got {_describe(layout)} of type {type(layout).__name__}; "
+                "to change only the dtype, pass dtype="
+            )
         layout = plain_layout(layout)  # a subclass's properties may lie
         if dtype is not None:
             dtype = as_dtype(dtype)
             if dtype.itemsize != layout.itemsize:
                 raise ValueError(
                     f"dtype {dtype} has itemsize {dtype.itemsize} but the layout's itemsize "
-                    f"is {layout.itemsize}"
+                    f"is {layout.itemsize}; pass a layout of itemsize {dtype.itemsize} with "
+                    f"it (layout.repacked({dtype.itemsize}) reads the same bytes)"
                 )
         # one reading of the buffer, after the dtype (whose conversion may run the caller's
         # code, which may close the buffer): what keeps the memory first, then its checks
@@ -531,7 +536,10 @@ class StridedMemoryView(metaclass=SealedClass):
         (3, 2)
         """
         if not isinstance(layout, StridedLayout):
-            raise TypeError(f"with_layout() needs a StridedLayout, got {type(layout).__name__}")
+            raise TypeError(
+                f"with_layout() needs a StridedLayout, got {_describe(layout)} of type "
+                f"{type(layout).__name__}"
+            )
         return self.view(layout)
 
     def permuted(self, axis_order):
@@ -1105,8 +1113,6 @@ def _buffer_arguments(args, shape, strides, layout, itemsize, dtype, is_readonly
     elif layout is not None:
         if args or shape is not None or strides is not None:
             raise TypeError("from_buffer: give layout=, or shape (and strides), not both")
-        if not isinstance(layout, StridedLayout):
-            raise TypeError(f"layout must be a StridedLayout, got {type(layout).__name__}")
     else:  # (buffer, shape, strides=None, *, itemsize=None, dtype=None, is_readonly=None)
         if len(args) > 2:
             raise TypeError(

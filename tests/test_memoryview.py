@@ -304,7 +304,7 @@ def test_from_buffer_bad_arguments(host_buffer):
         StridedMemoryView.from_buffer(a, layout)
     with pytest.raises(ValueError, match="itemsize or dtype must be specified"):
         StridedMemoryView.from_buffer(buffer, (12,))  # the shape form needs an itemsize
-    with pytest.raises(TypeError, match="layout must be a StridedLayout, got tuple"):
+    with pytest.raises(TypeError, match=r"layout must be a StridedLayout .*got \(12,\) of type tuple"):
         StridedMemoryView.from_buffer(buffer, layout=(12,))
     with pytest.raises(
         ValueError, match="dtype float64 has itemsize 8 but the layout's itemsize is 4"
@@ -388,6 +388,18 @@ def test_view_keeps_readonly_and_checks():
     with pytest.raises(ValueError, match="reaches byte 56, past the end of the buffer. Expected at least 56 bytes, got 48 bytes"):
         view.view(StridedLayout.dense((7,), 8))
     assert view.view(StridedLayout.dense((12,), 4), np.float32).shape == (12,)
+
+
+def test_view_errors_say_how_to_change_the_dtype():
+    """NumPy's ``a.view(np.int32)`` puts the dtype first, and ``a.view(np.float64)`` of a
+    float32 array repacks the last axis: the messages name the value and say what
+    ``view`` takes instead (a ``dtype=`` keyword; a layout of the dtype's itemsize)."""
+    view = StridedMemoryView.from_array_interface(np.zeros((4, 6), np.float32))
+    with pytest.raises(TypeError, match=r"got <class 'numpy.int32'> of type type; to change only the dtype, pass dtype="):
+        view.view(np.int32)
+    with pytest.raises(ValueError, match=r"itemsize is 4; pass a layout of itemsize 8 with it \(layout.repacked\(8\)"):
+        view.view(dtype=float)
+    assert np.asarray(view.view(view.layout.repacked(8), float)).shape == (4, 3)
 
 
 def test_host_views_need_no_driver():
