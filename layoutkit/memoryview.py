@@ -393,7 +393,8 @@ class StridedMemoryView(metaclass=SealedClass):
         is_readonly : bool or None
             ``True``: read-only. ``None``: read-only if the buffer's memory is or the
             layout is not unique (DECISIONS 19). ``False``: writable, even for a layout
-            that aliases elements; refused for read-only memory.
+            that aliases elements; refused for read-only memory. Other values are read by
+            their truth value (``0``, ``np.False_``: ``False``), as cuda.core reads them.
 
         Raises
         ------
@@ -425,7 +426,7 @@ class StridedMemoryView(metaclass=SealedClass):
         layout, dtype, is_readonly = _buffer_arguments(
             args, shape, strides, layout, itemsize, dtype, is_readonly
         )
-        if type(is_readonly) is np.bool_:  # NumPy's bools mean what Python's do
+        if is_readonly is not None:  # its truth value, as cuda.core reads it (0 is False)
             is_readonly = bool(is_readonly)
         if not issubclass(type(buffer), Buffer):  # not isinstance: __class__ may lie
             raise TypeError(f"buffer must be a layoutkit Buffer, got {type(buffer).__name__}")
@@ -444,12 +445,7 @@ class StridedMemoryView(metaclass=SealedClass):
 
     @classmethod
     def _over_buffer(cls, buffer, layout, dtype, readonly, exporter, location, dl_device):
-        if not isinstance(layout, StridedLayout):
-            raise TypeError(
-                "layout must be a StridedLayout (view.layout[...], StridedLayout.dense(shape, "
-                f"itemsize), ...), got {_describe(layout)} of type {type(layout).__name__}; "
-                "to change only the dtype, pass dtype="
-            )
+        _check_layout_argument(layout)
         layout = plain_layout(layout)  # a subclass's properties may lie
         if dtype is not None:
             dtype = as_dtype(dtype)
@@ -1113,6 +1109,7 @@ def _buffer_arguments(args, shape, strides, layout, itemsize, dtype, is_readonly
     elif layout is not None:
         if args or shape is not None or strides is not None:
             raise TypeError("from_buffer: give layout=, or shape (and strides), not both")
+        _check_layout_argument(layout)  # before its itemsize is compared
     else:  # (buffer, shape, strides=None, *, itemsize=None, dtype=None, is_readonly=None)
         if len(args) > 2:
             raise TypeError(
@@ -1140,6 +1137,16 @@ def _buffer_arguments(args, shape, strides, layout, itemsize, dtype, is_readonly
     if itemsize is not None and itemsize != layout.itemsize:
         raise ValueError(f"itemsize ({itemsize}) does not match the layout's ({layout.itemsize})")
     return layout, dtype, is_readonly
+
+
+def _check_layout_argument(layout):
+    """TypeError for a ``layout`` argument that is not a StridedLayout, saying what to pass."""
+    if not isinstance(layout, StridedLayout):
+        raise TypeError(
+            "layout must be a StridedLayout (view.layout[...], StridedLayout.dense(shape, "
+            f"itemsize), ...), got {_describe(layout)} of type {type(layout).__name__}; "
+            "to change only the dtype, pass dtype="
+        )
 
 
 def _twice(name):
