@@ -331,10 +331,11 @@ def test_from_buffer_itemsize_is_an_integer_in_both_forms(host_buffer, itemsize,
     assert StridedMemoryView.from_buffer(buffer, itemsize=np.int64(4), **call).shape == (12,)
 
 
-@pytest.mark.parametrize("flag", [False, np.False_])
+@pytest.mark.parametrize("flag", [False, np.False_, 0])
 def test_from_buffer_is_readonly_false_asks_for_a_writable_aliasing_view(host_buffer, flag):
-    """``is_readonly=np.False_`` meant the default (an aliasing layout read-only), not
-    ``False``: ``is_readonly is False`` missed NumPy's bool (found by the API matrix)."""
+    """``is_readonly=np.False_`` (and ``0``) meant the default (an aliasing layout
+    read-only), not ``False``: ``is_readonly is False`` missed every false value but
+    ``False`` itself (found by the API matrix, and by a new user's pass)."""
     buffer, _ = host_buffer
     broadcast = StridedLayout.dense((1, 4), 4).broadcast_to((3, 4))
     assert StridedMemoryView.from_buffer(buffer, broadcast).readonly
