@@ -1472,7 +1472,8 @@ class StridedLayout:
         else:
             why = (
                 f"on axis {axis} the offset of the slice's first element does not fit in "
-                "int64, or its stride times the step does not fit in int64 in bytes"
+                f"int64, or the stride of axis {axis} times the step does not fit in int64 "
+                "in bytes"
             )
         return OverflowError(f"indexing {self!r} with {_describe(slices)}: {why}")
 

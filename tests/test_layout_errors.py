@@ -228,7 +228,7 @@ BAD_CALLS = {
     ),
     "slice stride overflow": (
         lambda: StridedLayout((3, 0), (2**61, 1), 2)[::2], OverflowError,
-        r"on axis 0 .*stride times the step does not fit in int64 in bytes",
+        r"on axis 0 .*the stride of axis 0 times the step does not fit in int64 in bytes",
     ),
     # an empty result whose slice offset in bytes does not fit: its byte offsets
     "empty index byte offset": (
