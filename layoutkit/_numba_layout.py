@@ -643,6 +643,26 @@ def _lower_constructor(context, builder, sig, args):
     return layout
 
 
+@register_jitable(forceinline=True)
+def _dense_into(shape, itemsize, kind, order_status, lay):
+    """``StridedLayout.dense`` into ``lay``: the itemsize, the axis order (whose status
+    ``order_status`` its filler gave), then the ``dense_layout`` kernel of ``kind``.
+
+    The checks branch here rather than in the method, which is inlined at the level of
+    Numba IR: a branch there, inlined twice in one function, makes Numba warn that a
+    variable is not in scope (NumbaIRAssumptionWarning, Numba issue 9489).
+    """
+    n = len(shape)
+    status = _itemsize_status(itemsize)
+    if status == S.OK:
+        status = order_status
+    if status == S.OK:
+        for i in range(n):
+            lay[i] = shape[i]
+        status = _dense_status(K.dense_layout(lay, n, itemsize, kind)[0])
+    return status
+
+
 def _dense(cls, shape, itemsize, stride_order="C"):
     """``StridedLayout.dense(shape, itemsize, stride_order="C")`` in compiled code.
 
@@ -660,15 +680,8 @@ def _dense(cls, shape, itemsize, stride_order="C"):
 
     def impl(cls, shape, itemsize, stride_order="C"):
         lay = _stack_int64(n3)  # shape | strides | the axis order of kind 2
-        status = _itemsize_status(itemsize)
-        if status == S.OK:
-            status = fill_order(stride_order, n, lay, n2)
-        if status == S.OK:
-            values = _int64_tuple(shape)
-            for i in range(n):
-                lay[i] = values[i]
-            status = _dense_status(K.dense_layout(lay, n, itemsize, kind)[0])
-        _raise_dense(status)
+        order_status = fill_order(stride_order, n, lay, n2)
+        _raise_dense(_dense_into(_int64_tuple(shape), itemsize, kind, order_status, lay))
         return make_layout(_tuple_from(lay, 0, n), _tuple_from(lay, n, n), itemsize, 0)
 
     return impl
@@ -918,11 +931,19 @@ _raise_required_size = status_raiser("required_size_in_bytes")
 @inline_method(StridedLayoutType, "required_size_in_bytes")
 def _required_size_in_bytes(layout):
     def impl(layout):
-        lo, hi = layout.offset_bounds
-        _raise_required_size(S.REACHES_BEFORE_START if lo < 0 else S.OK)
-        return (hi + 1) * layout.itemsize
+        status, size = _required_size(layout)
+        _raise_required_size(status)
+        return size
 
     return impl
+
+
+@register_jitable(forceinline=True)
+def _required_size(layout):
+    """``(status, size in bytes)`` of ``required_size_in_bytes`` (the branch out of the
+    IR-inlined method: see ``_dense_into``)."""
+    lo, hi = layout.offset_bounds
+    return (S.REACHES_BEFORE_START if lo < 0 else S.OK), (hi + 1) * layout.itemsize
 
 
 @inline_method(StridedLayoutType, "offset_of")
@@ -1097,6 +1118,16 @@ def _reshape_contiguous(layout, shape, out):
     return S.OK
 
 
+@register_jitable(forceinline=True)
+def _reshape_status(layout, shape, lay, out):
+    """``_reshape_contiguous``, then ``_reshape_into`` (a call) for what it leaves; the
+    branch is here, out of the IR-inlined method (see ``_dense_into``)."""
+    status = _reshape_contiguous(layout, shape, out)
+    if status == _NOT_HANDLED:
+        status = _reshape_into(layout, shape, lay, out)
+    return status
+
+
 _NOT_HANDLED = -1
 _SMALL_VOLUME = 2**31
 _raise_reshaped = status_raiser("reshaped")
@@ -1116,10 +1147,7 @@ def _reshaped(layout, shape):
     def impl(layout, shape):
         values = _int64_tuple(shape)
         out = _stack_int64(m2)
-        status = _reshape_contiguous(layout, values, out)
-        if status == _NOT_HANDLED:
-            status = _reshape_into(layout, values, _stack_int64(n2), out)
-        _raise_reshaped(status)
+        _raise_reshaped(_reshape_status(layout, values, _stack_int64(n2), out))
         return make_layout(
             _tuple_from(out, 0, m), _tuple_from(out, m, m), layout.itemsize, layout.slice_offset
         )
@@ -1339,23 +1367,41 @@ def _to_dense(layout, stride_order="K"):
     n2 = 2 * n
     n3 = 3 * n
     kind, fill_order = _order_kind(stride_order, n, allow_k=True)
-    may_return_self = kind != 2  # as the Python class: an explicit order makes a new layout
 
     def impl(layout, stride_order="K"):
-        lay = _stack_int64(n2)
         out = _stack_int64(n3)  # shape | strides | the axis order (given, or "K"'s)
-        same = 0
-        status = fill_order(stride_order, n, out, n2)
-        if status == S.OK:
-            _pack(layout, lay)
-            kernel_status, _, _, _, same = K.dense_like(lay, n, layout.itemsize, kind, out)
-            status = _dense_status(kernel_status)
+        order_status = fill_order(stride_order, n, out, n2)
+        status, keep = _to_dense_status(layout, kind, order_status, _stack_int64(n2), out)
         _raise_to_dense(status)
-        if may_return_self and same and layout.slice_offset == 0:
-            return layout  # already dense in that order: the layout itself, as in Python
-        return make_layout(layout.shape, _tuple_from(out, n, n), layout.itemsize, 0)
+        # already dense in that order: the layout itself, as in Python
+        return _either(
+            keep, layout, make_layout(layout.shape, _tuple_from(out, n, n), layout.itemsize, 0)
+        )
 
     return impl
+
+
+@register_jitable(forceinline=True)
+def _to_dense_status(layout, kind, order_status, lay, out):
+    """``(status, keep)`` of ``to_dense``: the strides of the ``dense_like`` kernel of
+    ``kind`` in ``out``, the axis order given there with its filler's status
+    ``order_status``; ``keep`` when the layout itself is the result. The branches are
+    here, out of the IR-inlined method (see ``_dense_into``)."""
+    status = order_status
+    same = 0
+    if status == S.OK:
+        _pack(layout, lay)
+        kernel_status, _, _, _, same = K.dense_like(lay, len(layout.shape), layout.itemsize, kind, out)
+        status = _dense_status(kernel_status)
+    # as the Python class: an explicit order (kind 2) makes a new layout
+    return status, kind != 2 and same != 0 and layout.slice_offset == 0
+
+
+@register_jitable(forceinline=True)
+def _either(condition, if_true, if_false):
+    """``if_true if condition else if_false``, a select for IR-inlined methods (which
+    must not branch: see ``_dense_into``)."""
+    return if_true if condition else if_false
 
 
 def _no_static_ndim(name):

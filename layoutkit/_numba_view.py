@@ -1005,9 +1005,7 @@ def _ov_with_layout(view, layout):
     readonly = view.readonly
 
     def impl(view, layout):
-        lo, hi = layout.offset_bounds
-        status = fit_status(layout.itemsize, lo, hi, itemsize, view._limit)
-        _raise_with_layout(status or writes_status(readonly or layout.is_unique))
+        _raise_with_layout(layout_status(layout, itemsize, view._limit, readonly))
         return _view_with_layout(view, layout)
 
     return impl
@@ -1046,10 +1044,8 @@ def _ov_view(view, layout=None, dtype=None):
 
     def impl(view, layout=None, dtype=None):
         new_layout = chosen(view, layout)
-        lo, hi = new_layout.offset_bounds
         limit = view._limit * old // new  # elements of the new itemsize in the buffer
-        status = fit_status(new_layout.itemsize, lo, hi, new, limit)
-        _raise_view(status or writes_status(readonly or new_layout.is_unique))
+        _raise_view(layout_status(new_layout, new, limit, readonly))
         return _view_as(view, new_layout, result, limit)
 
     return impl
@@ -1095,6 +1091,23 @@ def writes_status(readonly_or_unique):
     a writable view is refused, and a read-only view takes it.
     """
     return S.OK if readonly_or_unique else S.NOT_UNIQUE_WRITABLE
+
+
+@register_jitable
+def layout_status(layout, itemsize, limit, readonly):
+    """The status of giving ``layout`` to a view of ``itemsize`` over a buffer of ``limit``
+    elements, read-only or not: :func:`fit_status`, then :func:`writes_status`.
+
+    Shared by compiled code and the CUDA simulator. The checks branch here rather than
+    in the methods, which are inlined at the level of Numba IR: a branch there, inlined
+    twice in one function, makes Numba warn that a variable is not in scope
+    (NumbaIRAssumptionWarning, Numba issue 9489).
+    """
+    lo, hi = layout.offset_bounds
+    status = fit_status(layout.itemsize, lo, hi, itemsize, limit)
+    if status == S.OK:
+        status = writes_status(readonly or layout.is_unique)
+    return status
 
 
 _raise_with_layout = status_raiser("with_layout")

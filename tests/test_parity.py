@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -23,14 +24,15 @@ from helpers.chains import HypothesisDraw, run_compiled_chain
 from helpers.strategies import assert_same_mapping, basic_indices, enumerable, layouts, numpy_view
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from numba import njit
-from numba.core.errors import TypingError
+from numba import njit, typeof
+from numba.core.errors import NumbaIRAssumptionWarning, TypingError
 
 from layoutkit import BoundsCheckedView, StridedLayout, StridedMemoryView
 
 SIMULATED = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 not_simulated = pytest.mark.skipif(SIMULATED, reason="this is the simulator process")
 ENTRIES = [pytest.param(entry, id=f"{entry.subject}-{entry.expr}") for entry in P.ENTRIES]
+COMPILED = [param for param in ENTRIES if param.values[0].compiled == "same"]
 # Python-only dunders that compiled code spells as operators, and names the table does not
 # exercise through an attribute: constructors, classmethods and operators have entries
 _OPERATORS = {"__hash__": "hash", "__repr__": "repr", "__str__": "str"}
@@ -84,6 +86,26 @@ def test_njit_agrees_with_python(entry):
         assert P.same_result(expected, value, entry.kind), (expected, value)
 
 
+@not_simulated
+@pytest.mark.parametrize("entry", COMPILED)
+def test_njit_twice_in_one_function_agrees_with_python(entry):
+    # Numba inlines methods into the calling function at the level of its IR; one whose
+    # inlined body branched, inlined twice in one function, made Numba warn that a
+    # variable is not in scope and ask for a bug report (NumbaIRAssumptionWarning,
+    # Numba issue 9489)
+    x = P.subject(entry)
+    function = P.python_function(entry, times=2)
+    compiled = njit(function)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumbaIRAssumptionWarning)
+        compiled.compile((typeof(x),))
+    status, value = P.outcome(compiled, x)
+    python_status, expected = P.outcome(function, P.subject(entry) if entry.statement else x)
+    assert status == python_status
+    if status == "ok":
+        assert P.same_result(expected, value, entry.kind), (expected, value)
+
+
 # ------------------------------------------------------------------ CUDA, compile only
 @pytest.fixture
 def compile_ptx(monkeypatch):
@@ -120,6 +142,24 @@ def test_cuda_compiles_what_njit_compiles(entry, compile_ptx):
     else:
         ptx, _ = compile_ptx(kernel, (nt.int64[:], arg))
         assert ".visible .entry" in ptx
+
+
+@not_simulated
+@pytest.mark.parametrize("entry", [p for p in COMPILED if not p.values[0].cuda_why])
+def test_cuda_compiles_twice_in_one_kernel(entry, compile_ptx):
+    # as test_njit_twice_in_one_function_agrees_with_python, in numba-cuda's inliner
+    from numba import types as nt
+    from numba.cuda.core.errors import NumbaIRAssumptionWarning as CudaIRAssumptionWarning
+
+    from layoutkit._numba_layout import layout_type
+    from layoutkit._numba_view import view_numba_type
+
+    x = P.subject(entry)
+    arg = layout_type(x.ndim) if entry.subject == "layout" else view_numba_type(x, for_cuda=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CudaIRAssumptionWarning)  # numba-cuda's own class
+        ptx, _ = compile_ptx(P.make_kernel(entry, times=2), (nt.int64[:], arg))
+    assert ".visible .entry" in ptx
 
 
 # ------------------------------------------------------------------ the CUDA simulator

@@ -16,7 +16,7 @@ from layoutkit import _kernels
 from layoutkit._errors import AxisError
 from layoutkit._numba_checks import status_error
 from layoutkit._numba_index import plan_for_values
-from layoutkit._numba_view import buffer_limit, fit_status, writes_status
+from layoutkit._numba_view import buffer_limit, layout_status
 
 
 class SimulatedView:
@@ -151,10 +151,7 @@ class SimulatedView:
 
     def with_layout(self, layout):
         """The view of the same buffer with ``layout`` (the checks of compiled code)."""
-        low, high = layout.offset_bounds
-        status = fit_status(
-            layout.itemsize, low, high, self._elements.itemsize, len(self._elements)
-        ) or writes_status(self._readonly or layout.is_unique)
+        status = layout_status(layout, self._elements.itemsize, len(self._elements), self._readonly)
         if status:
             raise status_error(status, "with_layout")
         return self._derived(layout.shape, layout._strides, layout.slice_offset)
@@ -181,10 +178,7 @@ class SimulatedView:
         if new_dtype != elements.dtype:
             count = len(elements) * elements.itemsize // new_dtype.itemsize
             elements = _aliasing_array(elements.ctypes.data, count, new_dtype, self._readonly)
-        low, high = layout.offset_bounds
-        status = fit_status(
-            layout.itemsize, low, high, elements.itemsize, len(elements)
-        ) or writes_status(self._readonly or layout.is_unique)
+        status = layout_status(layout, elements.itemsize, len(elements), self._readonly)
         if status:
             raise status_error(status, "view")
         return SimulatedView(

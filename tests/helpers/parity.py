@@ -216,14 +216,21 @@ def subject(entry):
     return layout_subject() if entry.subject == "layout" else view_subject()
 
 
-def python_function(entry):
-    """``f(x)`` running the entry's expression in Python."""
-    return _function(entry, "f")
+def python_function(entry, times=1):
+    """``f(x)`` running the entry's expression in Python, ``times`` times in one function
+    (the last result returned): Numba inlines methods into the calling function, and
+    the same method inlined twice must compile as once does."""
+    return _function(entry, "f", _uses(entry, times) + ("" if entry.statement else "return r"))
 
 
-def _function(entry, name, body=None):
-    if body is None:
-        body = entry.expr if entry.statement else f"return {entry.expr}"
+def _uses(entry, times):
+    """The entry's expression ``times`` times, each a line (of the function's body) of
+    its own; the result of an expression in ``r``."""
+    use = entry.expr if entry.statement else f"r = {entry.expr}"
+    return f"{use}\n    " * times
+
+
+def _function(entry, name, body):
     source = f"def {name}(x):\n    {body}\n"
     scope = {"L": StridedLayout, "np": np}
     exec(compile(source, f"<parity {entry.expr}>", "exec"), scope)
@@ -241,18 +248,16 @@ _SCALAR = {
 }
 
 
-def kernel_function(entry):
+def kernel_function(entry, times=1):
     """``k(out, x)`` writing an integer made from the entry's result to ``out[0]``
-    (for compile_ptx and the simulator)."""
-    if entry.statement:
-        body = f"{entry.expr}\n    out[0] = 1"
-    else:
-        body = f"r = {entry.expr}\n    out[0] = {_SCALAR[entry.kind]}"
+    (for compile_ptx and the simulator); ``times`` as in :func:`python_function`."""
+    result = "1" if entry.statement else _SCALAR[entry.kind]
+    body = f"{_uses(entry, times)}out[0] = {result}"
     return _function(entry, "k", body).__code__, body
 
 
-def make_kernel(entry):
-    source = f"def k(out, x):\n    {kernel_function(entry)[1]}\n"
+def make_kernel(entry, times=1):
+    source = f"def k(out, x):\n    {kernel_function(entry, times)[1]}\n"
     scope = {"L": StridedLayout, "np": np}
     exec(compile(source, f"<parity kernel {entry.expr}>", "exec"), scope)
     return scope["k"]
