@@ -21,8 +21,9 @@ import numpy as np
 
 from layoutkit import StridedLayout
 
+from .hostile_checks import DERIVED_PROPERTIES
 from .parity import outcome
-from .strategies import assert_same_mapping, enumerable, layout_offsets, numpy_view
+from .strategies import assert_same_mapping, enumerable, layout_offsets, numpy_view, prime_factors
 
 MAX_NDIM = 64
 MAX_VOLUME = 4096
@@ -156,15 +157,7 @@ def _factor_shape(draw, volume, ndim_cap):
         shape = [draw.integers(0, 3) for _ in range(draw.integers(1, 5))]
         shape[draw.integers(0, len(shape) - 1)] = 0
         return tuple(shape)
-    factors = []
-    v, p = volume, 2
-    while p * p <= v:
-        while v % p == 0:
-            factors.append(p)
-            v //= p
-        p += 1
-    if v > 1:
-        factors.append(v)
+    factors = prime_factors(volume)
     groups = draw.integers(1, max(1, min(len(factors), 6)))
     shape = [1] * groups
     for f in factors:
@@ -278,25 +271,14 @@ def _mci(m, p, a):
 
 
 READS = {
-    "volume": lambda x: x.volume,
+    **DERIVED_PROPERTIES,
     "ndim": lambda x: x.ndim,
     "shape": lambda x: x.shape,
     "itemsize": lambda x: x.itemsize,
     "slice_offset": lambda x: x.slice_offset,
-    "slice_offset_in_bytes": lambda x: x.slice_offset_in_bytes,
-    "offset_bounds": lambda x: x.offset_bounds,
-    "min_offset": lambda x: x.min_offset,
-    "max_offset": lambda x: x.max_offset,
-    "is_unique": lambda x: x.is_unique,
-    "is_contiguous_c": lambda x: x.is_contiguous_c,
-    "is_contiguous_f": lambda x: x.is_contiguous_f,
-    "is_contiguous_any": lambda x: x.is_contiguous_any,
-    "is_dense": lambda x: x.is_dense,
-    "stride_order": lambda x: x.stride_order,
     "explicit_strides": lambda x: x._strides,
     "byte_strides": lambda x: x._byte_strides(),
     "required_size_in_bytes": lambda x: x.required_size_in_bytes(),
-    "flattened_axis_mask": lambda x: x.flattened_axis_mask(),
     "hash": hash,
     "flattened": lambda x: _exact(x.flattened()),
     "to_dense_K": lambda x: _exact(x.to_dense()),

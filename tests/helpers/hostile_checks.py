@@ -222,6 +222,25 @@ def check_view(view, what, where=True, within=None):
     return view
 
 
+#: Readers of a layout's derived properties (the values computed from its numbers, some
+#: lazily or carried over from the layout it was made from), by name; none of them tells
+#: implicit C strides from the same explicit ones.
+DERIVED_PROPERTIES = {
+    "volume": lambda x: x.volume,
+    "offset_bounds": lambda x: x.offset_bounds,
+    "min_offset": lambda x: x.min_offset,
+    "max_offset": lambda x: x.max_offset,
+    "is_unique": lambda x: x.is_unique,
+    "is_contiguous_c": lambda x: x.is_contiguous_c,
+    "is_contiguous_f": lambda x: x.is_contiguous_f,
+    "is_contiguous_any": lambda x: x.is_contiguous_any,
+    "is_dense": lambda x: x.is_dense,
+    "stride_order": lambda x: x.stride_order,
+    "flattened_axis_mask()": lambda x: x.flattened_axis_mask(),
+    "slice_offset_in_bytes": lambda x: x.slice_offset_in_bytes,
+}
+
+
 def derived_values(layout):
     """Every derived value of a layout, each read as its value or its exception's class name.
 
@@ -229,19 +248,8 @@ def derived_values(layout):
     ``(shape, strides, itemsize, slice_offset)``.
     """
     readers = {
-        "volume": lambda x: x.volume,
-        "offset_bounds": lambda x: x.offset_bounds,
-        "min_offset": lambda x: x.min_offset,
-        "max_offset": lambda x: x.max_offset,
-        "is_unique": lambda x: x.is_unique,
-        "is_contiguous_c": lambda x: x.is_contiguous_c,
-        "is_contiguous_f": lambda x: x.is_contiguous_f,
-        "is_contiguous_any": lambda x: x.is_contiguous_any,
-        "is_dense": lambda x: x.is_dense,
-        "stride_order": lambda x: x.stride_order,
-        "flattened_axis_mask()": lambda x: x.flattened_axis_mask(),
-        "strides_in_bytes": lambda x: x.strides_in_bytes,
-        "slice_offset_in_bytes": lambda x: x.slice_offset_in_bytes,
+        **DERIVED_PROPERTIES,
+        "strides_in_bytes": lambda x: x.strides_in_bytes,  # None for implicit C
         "flattened()": lambda x: plain(x.flattened()),
         "squeezed()": lambda x: plain(x.squeezed()),
         "to_dense()": lambda x: plain(x.to_dense()),

@@ -154,7 +154,7 @@ def reshape_targets(draw, volume, max_ndim=12):
         shape = draw(st.lists(st.integers(0, 4), min_size=ndim, max_size=ndim))
         shape[draw(st.integers(0, ndim - 1))] = 0
         return tuple(shape)
-    factors = _prime_factors(volume)
+    factors = prime_factors(volume)
     groups = draw(st.integers(1, max(1, len(factors))))
     shape = [1] * groups
     for p in draw(st.permutations(factors)):
@@ -169,7 +169,8 @@ def reshape_targets(draw, volume, max_ndim=12):
     return tuple(shape)
 
 
-def _prime_factors(n):
+def prime_factors(n):
+    """The prime factors of ``n >= 1``, smallest first, with repeats."""
     factors = []
     p = 2
     while p * p <= n:
