@@ -278,14 +278,14 @@ def _staged(dst, src, dst_layout, src_layout, src_own_layout, stream, handle, de
                 temporary.release()
 
 
-def _through_host_temporary(host_buffer, to_device, base, dense, host_ptr, host_layout,
+def _through_host_temporary(temporary_ptr, to_device, base, dense, host_ptr, host_layout,
                             handle):  # fmt: skip
-    """Pack (or unpack) the host side whole through the host buffer at ``host_buffer`` (an
-    allocator's, of the dense layout's bytes), in one chunk."""
+    """Pack (or unpack) the host side whole through the host temporary at address
+    ``temporary_ptr`` (an allocator's buffer of the dense layout's bytes), in one chunk."""
     nbytes = dense.volume * dense.itemsize
     event = _driver.event_create()
     try:
-        ring = [(host_buffer, event)]
+        ring = [(temporary_ptr, event)]
         if to_device:
             _pack_and_send(base, dense, host_ptr, host_layout, handle, ring, nbytes)
         else:
