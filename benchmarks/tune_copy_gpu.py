@@ -94,6 +94,8 @@ VARIANTS = {
                                 (planner, "ITEMS"): _halved(_halved(planner.ITEMS))},
     "gather always, in flight 256K": {(planner, "GATHER_RULES"): ((1 << 62, "block", 0.0, True),),
                                       (gpu, "IN_FLIGHT_PER_SM"): 256 << 10},
+    "gather walks": {(gpu, "WALKING_KERNELS"): (*gpu.WALKING_KERNELS, planner.GATHER)},
+    "one block per tile": {(gpu, "WALKING_KERNELS"): ()},
     "items x2": {(planner, "ITEMS"): _doubled(planner.ITEMS)},
     "items /2": {(planner, "ITEMS"): _halved(planner.ITEMS)},
 }
@@ -173,7 +175,7 @@ def run_case(cp, torch, measure, fill, name, spec, variants):
             plan = _plan_for(d, s)
             problem = problem or _problem(plan)
             signature = (tuple(launch.identity for launch in plan.launches),
-                         plan.method, gpu.IN_FLIGHT_PER_SM)  # fmt: skip
+                         plan.method, gpu.IN_FLIGHT_PER_SM, gpu.WALKING_KERNELS)  # fmt: skip
             if signature in seen:
                 rates[label] = ("=", seen[signature])
                 continue
