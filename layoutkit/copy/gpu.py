@@ -21,8 +21,9 @@ kernel a problem gets.
 Every kernel walks tiles ``t = blockIdx.x, blockIdx.x + gridDim.x, ...`` (``gather``
 is launched with a block per tile, see ``WALKING_KERNELS``); except in ``gather`` (whose
 tile is a run of element numbers) the tile index is split into 32-bit digits over the
-grid axes once per block, then stepped like an odometer (no division per tile). The first grid axes are the chunked axes of the tile;
-their remaining extents mask a partly filled tile; a full tile takes an unmasked path.
+grid axes once per block, then stepped like an odometer (no division per tile). The
+first grid axes are the chunked axes of the tile; their remaining extents mask a partly
+filled tile; a full tile takes an unmasked path.
 
 The generated code is written for what the compiler makes of it (see
 ``benchmarks/COPY_NOTES.md``, round 2): per-item offsets are stepped inside the tile loop
@@ -67,7 +68,7 @@ IN_FLIGHT_PER_SM = 128 << 10
 #: index's digits). A ``gather`` block has none, so it gets one block per tile and the
 #: hardware's block scheduler keeps every warp slot busy to the last tile. Measured with
 #: ncu on the H200 (seeds 8542-8543, 16-byte gathers): a walking grid kept 67-79 % of the
-#: warp slots active and ran 8-10 % slower than torch's one-block-per-tile elementwise
+#: warp slots active and ran 8-11 % slower than torch's one-block-per-tile elementwise
 #: copy, which kept 88-91 % active with the same DRAM and L2 traffic.
 WALKING_KERNELS = (DIRECT, TILED, BLOCK)
 
@@ -742,12 +743,12 @@ class _PreparedCopy:
         values = (0, 0, *launch.args, *prototypes(launch))
         types = argument_types(launch.kernel, launch.key)
         compiled = kernel_for(launch.kernel, launch.key).compile(types)
-        probe = PreparedLaunch(compiled, types, 1, THREADS, 0, 0)
-        resident = probe.max_active_blocks_per_sm()
         blocks = launch.tiles
         if launch.kernel in WALKING_KERNELS:
+            probe = PreparedLaunch(compiled, types, 1, THREADS, 0, 0)
             blocks = grid_blocks(launch.tiles, launch.in_flight,
-                                 _driver.multiprocessor_count(device_id), resident)  # fmt: skip
+                                 _driver.multiprocessor_count(device_id),
+                                 probe.max_active_blocks_per_sm())  # fmt: skip
         self.blocks = blocks
         self._launch = PreparedLaunch(compiled, types, blocks, THREADS, 0, 0)
         self._launch.pack(values)
