@@ -96,6 +96,16 @@ VARIANTS = {
                                       (gpu, "IN_FLIGHT_PER_SM"): 256 << 10},
     "gather walks": {(gpu, "WALKING_KERNELS"): (*gpu.WALKING_KERNELS, planner.GATHER)},
     "one block per tile": {(gpu, "WALKING_KERNELS"): ()},
+    "tiled one block per tile": {(gpu, "WALKING_KERNELS"): (planner.DIRECT, planner.BLOCK)},
+    "direct one block per tile": {(gpu, "WALKING_KERNELS"): (planner.TILED, planner.BLOCK)},
+    "tiled rows 256": {(planner, "TILED_ROWS"): 256, (gpu, "TILED_ROWS"): 256},
+    "tiled pad 9/8": {(planner, "SHARED_UNITS"): planner.THREADS * 9 // 8},
+    "tiled rows 256, pad 9/8": {(planner, "TILED_ROWS"): 256, (gpu, "TILED_ROWS"): 256,
+                                (planner, "SHARED_UNITS"): planner.THREADS * 9 // 8},
+    "tiled rows 128, pad 9/8": {(planner, "TILED_ROWS"): 128, (gpu, "TILED_ROWS"): 128,
+                                (planner, "SHARED_UNITS"): planner.THREADS * 9 // 8},
+    "in flight 256K": {(gpu, "IN_FLIGHT_PER_SM"): 256 << 10},
+    "in flight 512K": {(gpu, "IN_FLIGHT_PER_SM"): 512 << 10},
     "items x2": {(planner, "ITEMS"): _doubled(planner.ITEMS)},
     "items /2": {(planner, "ITEMS"): _halved(planner.ITEMS)},
 }
@@ -137,6 +147,10 @@ def random_specs(seeds, cases):
             yield f"{seed}:{index}", random_pair_spec(rng, nbytes)
 
 
+#: Settings that the kernel generators read (a kernel's key does not hold them).
+SOURCE_SETTINGS = ("TILED_ROWS", "DIRECT_ROWS")
+
+
 def _apply(settings):
     saved = {}
     for (module, name), value in settings.items():
@@ -144,6 +158,8 @@ def _apply(settings):
         setattr(module, name, value)
     planner._plan.cache_clear()
     gpu._prepared.cache_clear()
+    if any(name in SOURCE_SETTINGS for _, name in settings):
+        gpu.kernel_for.cache_clear()
     return saved
 
 
@@ -174,8 +190,10 @@ def run_case(cp, torch, measure, fill, name, spec, variants):
         try:
             plan = _plan_for(d, s)
             problem = problem or _problem(plan)
-            signature = (tuple(launch.identity for launch in plan.launches),
-                         plan.method, gpu.IN_FLIGHT_PER_SM, gpu.WALKING_KERNELS)  # fmt: skip
+            walks = tuple(launch.kernel in gpu.WALKING_KERNELS for launch in plan.launches)
+            signature = (tuple(launch.identity for launch in plan.launches), plan.method,
+                         walks, gpu.IN_FLIGHT_PER_SM if any(walks) else None,
+                         *(getattr(gpu, name) for name in SOURCE_SETTINGS))  # fmt: skip
             if signature in seen:
                 rates[label] = ("=", seen[signature])
                 continue
