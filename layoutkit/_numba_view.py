@@ -323,6 +323,16 @@ def _unaligned_record(dtype):
     return types.Record(fields, dtype.size, aligned=False)
 
 
+def _has_nested_array(dtype):
+    """Whether a Record element type has a sub-array field, its nested records included."""
+    if not isinstance(dtype, types.Record):
+        return False
+    return any(
+        isinstance(field.type, types.NestedArray) or _has_nested_array(field.type)
+        for field in dtype.fields.values()
+    )
+
+
 @cache
 def _alignment_of(dtype):
     """The alignment (bytes) of a Numba element type's NumPy dtype: what the pointer of an
@@ -887,6 +897,14 @@ def _check_element_type(view):
             "structured element is a reference to the view's memory there, which compiled "
             "code could write through; read a field through a view of it (view(layout, "
             "dtype=<the field's type>)), or pass a writable view"
+        )
+    if not view.aligned and _has_nested_array(dtype):
+        # Numba gives a sub-array field its natural alignment whatever the record's
+        raise TypingError(
+            f"elements of an unaligned {dtype} view cannot be accessed in compiled code: "
+            "its sub-array fields would be read with their natural alignment, which the "
+            "view's pointer does not have (a GPU faults on it); read a field through a view "
+            "of it (view(layout, dtype=<the field's type>)), or pass an aligned copy"
         )
     if not isinstance(dtype, OpaqueElement):
         return

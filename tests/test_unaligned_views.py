@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 from numba import cuda, njit, typeof, types
+from numba.core.errors import TypingError
 from numba.core.typeconv import Conversion
 from numba.np import numpy_support
 
@@ -28,17 +29,17 @@ OFFSETS = range(16)  # bytes past a 64-byte aligned start: every residue of ever
 
 
 def at_offset(dtype, count, offset):
-    """A 1-d NumPy array of ``count`` elements ``offset`` bytes past an aligned address,
-    filled with distinct values."""
+    """A 1-d NumPy array of ``count`` elements ``offset`` bytes past a 64-byte aligned
+    address, filled with distinct values (of :data:`RECORD`, in every field)."""
     dtype = np.dtype(dtype)
     raw = np.zeros(count * dtype.itemsize + 64 + 16, np.uint8)
     start = -raw.ctypes.data % 64 + offset
     array = raw[start : start + count * dtype.itemsize].view(dtype)
-    if dtype.names:
+    if dtype == RECORD:
         array["a"] = np.arange(count)
         array["b"] = np.arange(count) * 1.5 - 3
         array["c"] = np.arange(count) * -7
-    else:
+    elif not dtype.names:  # other structured dtypes stay zero
         array[...] = (np.arange(count) * 3 - 5).astype(dtype)
         if dtype.kind == "c":
             array.imag = np.arange(count) + 0.25
@@ -401,3 +402,17 @@ def test_views_derived_in_a_kernel_stay_unaligned():
     ptx, _ = cuda.compile_ptx(derived_in_a_kernel, (unaligned, view_type("f8", 1, "C")), cc=(9, 0))
     # the aligned output is stored whole; every access of the unaligned view is a byte
     assert _accesses(ptx) == {("ld", "u8"), ("st", "u8"), ("st", "f64")}
+
+
+def test_a_record_with_sub_arrays_refuses_unaligned_element_access():
+    dtype = np.dtype([("a", "u1"), ("m", "(2,)f8")], align=True)
+
+    @njit
+    def first_m(view):
+        return view[0].m[1]
+
+    aligned = at_offset(dtype, 2, 0)
+    aligned["m"] = [[1.0, 2.0], [3.0, 4.0]]
+    assert first_m(view_of(aligned)) == 2.0
+    with pytest.raises(TypingError, match="elements of an unaligned .* view cannot be accessed"):
+        first_m(view_of(at_offset(dtype, 2, 4)))

@@ -277,9 +277,10 @@ class ViewKernel:
         """Compile for the types of ``example_args`` and return a fast launcher.
 
         The returned :class:`~layoutkit.cuda.PreparedLaunch` is called with new
-        arguments of the same types (views with the same dtype, ndim, layout kind and
-        read-only flag; scalars of the same type) and launches through the driver with
-        one preallocated parameter buffer, skipping numba-cuda's per-argument work.
+        arguments of the same types (views with the same dtype, ndim, layout kind,
+        read-only flag and alignment, see :class:`~layoutkit.cuda.PreparedLaunch`;
+        scalars of the same type) and launches through the driver with one preallocated
+        parameter buffer, skipping numba-cuda's per-argument work.
         """
         from layoutkit.cuda._launcher import PreparedLaunch
 
