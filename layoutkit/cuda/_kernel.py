@@ -385,7 +385,7 @@ def _record_argument(record, name, current_device_id, boundscheck):
         if len(_types) >= 1024:
             _types.clear()
         # the layout kept in the value keeps its id from being reused by another
-        known = _types[key] = (layout, view_numba_type(record, boundscheck))
+        known = _types[key] = (layout, view_numba_type(record, boundscheck, for_cuda=True))
     return LaunchArgument(known[1], view_arguments(record))
 
 
