@@ -1,7 +1,7 @@
 """Strided views inside compiled code: one Numba type for ``@njit`` and ``@cuda.jit``.
 
-The static structure of a view (dtype, ndim, layout kind, read-only, bounds checking)
-lives in :class:`StridedViewType`; the runtime numbers live in a struct:
+The static structure of a view (dtype, ndim, layout kind, read-only, bounds checking,
+alignment) lives in :class:`StridedViewType`; the runtime numbers live in a struct:
 
 ========= ======================= =====================================================
 member    Numba type              meaning
@@ -23,6 +23,15 @@ as ``2 * ndim + 3`` integer parameters (:func:`view_arguments`).
 
 The layout kind ``"C"`` / ``"F"`` lets the compiler treat the innermost / outermost stride
 as the constant 1 (``"A"`` is any layout).
+
+A view whose pointer is not a multiple of its dtype's alignment (NumPy's
+``flags.aligned == False``: a view at an odd byte offset into a buffer, a producer's odd
+pointer) has an *unaligned* type: its elements are loaded and stored a byte at a time, as
+Numba does for unaligned arrays, since a GPU faults on a misaligned wide access (and
+kills the context). Views derived from it in compiled code stay unaligned, and so does a
+reinterpretation (``view(dtype=...)``) as a dtype of larger alignment than the view's
+own, whose pointer the type cannot vouch for. Where an aligned and an unaligned view
+meet (the branches of an ``if``), the variable is unaligned.
 
 In compiled code a view ``v`` supports:
 
@@ -77,6 +86,7 @@ from numba.core import cgutils, types
 from numba.core import ir_utils as numba_ir_utils
 from numba.core.errors import NumbaError, TypingError
 from numba.core.imputils import impl_ret_borrowed
+from numba.core.typeconv import Conversion
 from numba.core.typing.templates import AttributeTemplate, Signature
 from numba.extending import (
     NativeValue,
@@ -84,6 +94,7 @@ from numba.extending import (
     infer_getattr,
     intrinsic,
     lower_builtin,
+    lower_cast,
     lower_getattr,
     models,
     overload,
@@ -112,15 +123,19 @@ _FLOAT16 = np.dtype(np.float16)
 class OpaqueElement(types.Type):
     """Element type of a dtype Numba has no type for (ml_dtypes types): bytes, unreadable.
 
+    ``alignment`` is the dtype's (``dtype.alignment``): what an aligned view of such
+    elements guarantees of its pointer when compiled code reinterprets it as another dtype.
+
     Examples
     --------
     >>> OpaqueElement("float8_e4m3fn", 1)
     opaque float8_e4m3fn
     """
 
-    def __init__(self, dtype_name, itemsize):
+    def __init__(self, dtype_name, itemsize, alignment=1):
         self.dtype_name = dtype_name
         self.itemsize = itemsize
+        self.alignment = alignment
         super().__init__(name=f"opaque {dtype_name}")
 
     @property
@@ -135,7 +150,8 @@ class _OpaqueElementModel(models.PrimitiveModel):
 
 
 class StridedViewType(types.Type):
-    """Numba type of a strided view: dtype, ndim, layout kind, read-only, bounds checking.
+    """Numba type of a strided view: dtype, ndim, layout kind, read-only, bounds checking,
+    alignment.
 
     Parameters
     ----------
@@ -150,6 +166,12 @@ class StridedViewType(types.Type):
         Stores into the view fail to compile.
     boundscheck : bool
         Every integer index is checked against its extent (``AxisError``, an ``IndexError``).
+    aligned : bool
+        The data pointer is a multiple of the dtype's alignment (:func:`is_aligned`), as
+        NumPy's ``flags.aligned``. Elements of an unaligned view are loaded and stored a
+        byte at a time (alignment 1): a GPU faults on a misaligned wide access. A
+        structured element type is made unaligned too (its fields are accessed the same
+        way).
 
     Examples
     --------
@@ -158,32 +180,41 @@ class StridedViewType(types.Type):
     StridedView(float32, 2d, C)
     >>> StridedViewType(types.int8, 1, "A", readonly=True, boundscheck=True)
     StridedView(int8, 1d, A, readonly, boundscheck)
+    >>> StridedViewType(types.float64, 1, "C", aligned=False)
+    StridedView(float64, 1d, C, unaligned)
     >>> StridedViewType(types.float32, 2, "C").parameter_count  # in a CUDA kernel
     7
     """
 
-    def __init__(self, dtype, ndim, layout="A", readonly=False, boundscheck=False):
+    def __init__(self, dtype, ndim, layout="A", readonly=False, boundscheck=False, aligned=True):
         if layout not in _LAYOUT_KINDS:
             raise ValueError(f"layout must be one of {_LAYOUT_KINDS}, got {layout!r}")
-        self.dtype = dtype
+        self.aligned = bool(aligned)
+        self.dtype = dtype if self.aligned else _unaligned_record(dtype)
         self.ndim = int(ndim)
         self.layout = layout
         self.readonly = bool(readonly)
         self.boundscheck = bool(boundscheck)
         self.fingerprint = _fingerprint.FINGERPRINT  # see StridedLayoutType
         flags = "".join(
-            f", {flag}" for flag, on in (("readonly", readonly), ("boundscheck", boundscheck)) if on
-        )
-        super().__init__(f"StridedView({dtype}, {self.ndim}d, {layout}{flags})")
+            f", {flag}"
+            for flag, on in (
+                ("readonly", readonly), ("boundscheck", boundscheck), ("unaligned", not aligned)
+            )
+            if on
+        )  # fmt: skip
+        super().__init__(f"StridedView({self.dtype}, {self.ndim}d, {layout}{flags})")
 
     def copy(self, **changes):
-        """Return this type with some of ``dtype, ndim, layout, readonly, boundscheck`` changed."""
+        """Return this type with some of ``dtype, ndim, layout, readonly, boundscheck,
+        aligned`` changed."""
         fields = dict(
             dtype=self.dtype,
             ndim=self.ndim,
             layout=self.layout,
             readonly=self.readonly,
             boundscheck=self.boundscheck,
+            aligned=self.aligned,
         )
         fields.update(changes)
         return strided_view_type(**fields)
@@ -193,9 +224,43 @@ class StridedViewType(types.Type):
         # the name alone would make a view of an opaque float16 and one of float16 equal;
         # the fingerprint keeps cached code compiled with another layoutkit from loading
         return (
-            self.dtype, self.ndim, self.layout, self.readonly, self.boundscheck,
+            self.dtype, self.ndim, self.layout, self.readonly, self.boundscheck, self.aligned,
             getattr(self, "fingerprint", None),
         )  # fmt: skip
+
+    def can_convert_to(self, typingctx, other):
+        """A view converts safely to the type of a view that assumes less of it: the
+        same but for layout kind ``"A"`` in place of ``"C"`` / ``"F"``, or unaligned."""
+        if not isinstance(other, StridedViewType):
+            return None
+        if (self.ndim, self.readonly, self.boundscheck) != (
+            other.ndim, other.readonly, other.boundscheck,
+        ) or (other.aligned and not self.aligned):  # fmt: skip
+            return None
+        if other.layout not in (self.layout, "A"):
+            return None
+        if other.dtype != (self.dtype if other.aligned else _unaligned_record(self.dtype)):
+            return None
+        return Conversion.safe
+
+    def unify(self, typingctx, other):
+        """The type of either of two views (the two branches of an ``if``): unaligned if
+        one is, layout kind ``"A"`` where the kinds differ (as Numba unifies arrays)."""
+        if not isinstance(other, StridedViewType):
+            return None
+        merged = self.copy(
+            layout=self.layout if self.layout == other.layout else "A",
+            aligned=self.aligned and other.aligned,
+        )
+        if self.can_convert_to(typingctx, merged) and other.can_convert_to(typingctx, merged):
+            return merged
+        return None
+
+    @property
+    def element_alignment(self):
+        """The alignment compiled code gives element loads and stores: None (the
+        element type's natural alignment) for an aligned view, 1 for an unaligned one."""
+        return None if self.aligned else 1
 
     @property
     def itemsize(self):
@@ -215,13 +280,69 @@ class StridedViewType(types.Type):
             self.layout,
             int(self.readonly),
             int(self.boundscheck),
+            int(self.aligned),
         )
 
 
 @cache
-def strided_view_type(dtype, ndim, layout="A", readonly=False, boundscheck=False):
+def strided_view_type(dtype, ndim, layout="A", readonly=False, boundscheck=False, aligned=True):
     """Return the (cached) :class:`StridedViewType` for these static properties."""
-    return StridedViewType(dtype, ndim, layout, readonly, boundscheck)
+    return StridedViewType(dtype, ndim, layout, readonly, boundscheck, aligned)
+
+
+def is_aligned(ptr, dtype):
+    """Whether a view of ``dtype`` elements at address ``ptr`` is aligned (NumPy's rule).
+
+    NumPy's ``flags.aligned`` asks that the pointer and every byte stride be multiples of
+    ``dtype.alignment``. NumPy makes every itemsize a multiple of the alignment (a
+    structured dtype whose itemsize is not is refused), and a view's strides count whole
+    elements, so the pointer alone decides.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> is_aligned(4096, np.dtype(np.float64)), is_aligned(4097, np.dtype(np.float64))
+    (True, False)
+    >>> is_aligned(4097, np.dtype(np.uint8))
+    True
+    """
+    return ptr % dtype.alignment == 0
+
+
+@cache
+def _unaligned_record(dtype):
+    """``dtype``, or for a structured (Record) type of aligned fields, the same record
+    whose fields, nested records' too, Numba loads and stores with alignment 1."""
+    if not isinstance(dtype, types.Record) or not dtype.aligned:
+        return dtype
+    fields = [
+        (name, {"type": _unaligned_record(field.type), "offset": field.offset,
+                "alignment": field.alignment, "title": field.title})
+        for name, field in dtype.fields.items()
+    ]  # fmt: skip
+    return types.Record(fields, dtype.size, aligned=False)
+
+
+def _has_nested_array(dtype):
+    """Whether a Record element type has a sub-array field, its nested records included."""
+    if not isinstance(dtype, types.Record):
+        return False
+    return any(
+        isinstance(field.type, types.NestedArray) or _has_nested_array(field.type)
+        for field in dtype.fields.values()
+    )
+
+
+@cache
+def _alignment_of(dtype):
+    """The alignment (bytes) of a Numba element type's NumPy dtype: what the pointer of an
+    aligned view of such elements is a multiple of."""
+    if isinstance(dtype, OpaqueElement):
+        return dtype.alignment
+    try:
+        return numpy_support.as_dtype(dtype).alignment
+    except (NotImplementedError, NumbaError, TypeError):  # numba-cuda's bfloat16
+        return _itemsize_of(dtype)
 
 
 @cache
@@ -246,17 +367,17 @@ def numba_dtype(dtype, for_cuda=False):
     so a view of them would load and step through memory by that structure.
     """
     if dtype.subdtype is not None:
-        return OpaqueElement(str(dtype), dtype.itemsize)
+        return OpaqueElement(str(dtype), dtype.itemsize, dtype.alignment)
     if for_cuda:
         from numba.cuda.np import numpy_support as support
     else:
         support = numpy_support
         if dtype == _FLOAT16:
-            return OpaqueElement("float16", 2)
+            return OpaqueElement("float16", 2, 2)
     try:
         return support.from_dtype(dtype)
     except (NotImplementedError, NumbaError, KeyError, TypeError):
-        return OpaqueElement(str(dtype), dtype.itemsize)
+        return OpaqueElement(str(dtype), dtype.itemsize, dtype.alignment)
 
 
 def layout_kind(layout):
@@ -281,7 +402,8 @@ def view_numba_type(view, boundscheck=False, for_cuda=False):
     Parameters
     ----------
     view : StridedMemoryView
-        Anything with ``dtype``, ``layout`` (a StridedLayout) and ``readonly``.
+        Anything with ``dtype``, ``layout`` (a StridedLayout), ``readonly`` and ``ptr``
+        (which decides whether the type is aligned: :func:`is_aligned`).
     boundscheck : bool
         Type for the bounds-checked variant.
     for_cuda : bool
@@ -293,21 +415,21 @@ def view_numba_type(view, boundscheck=False, for_cuda=False):
         For a view without a dtype.
     """
     dtype = view.dtype
+    if dtype is None:
+        raise TypeError(
+            "a view without a dtype cannot be passed to compiled code; give it one with "
+            "view.view(dtype=...)"
+        )
     layout = view.layout
     # keyed by what decides the type (NumPy dtypes hash in C): no Numba type is hashed
     key = (
         dtype, len(layout.shape), layout.is_contiguous_c, layout.is_contiguous_f,
-        bool(view.readonly), bool(boundscheck), bool(for_cuda),
+        bool(view.readonly), bool(boundscheck), bool(for_cuda), is_aligned(view.ptr, dtype),
     )  # fmt: skip
     numba_type = _VIEW_TYPES.get(key)
     if numba_type is None:
-        if dtype is None:
-            raise TypeError(
-                "a view without a dtype cannot be passed to compiled code; give it one with "
-                "view.view(dtype=...)"
-            )
         numba_type = _VIEW_TYPES[key] = strided_view_type(
-            numba_dtype(dtype, for_cuda), key[1], layout_kind(layout), key[4], key[5]
+            numba_dtype(dtype, for_cuda), key[1], layout_kind(layout), key[4], key[5], key[7]
         )
     return numba_type
 
@@ -422,15 +544,19 @@ def view_record(view):
     # the view type, looked up as view_numba_type does (inlined: this runs for every new view)
     dtype = view.dtype
     readonly = bool(view.readonly)
-    key = (dtype, ndim, layout.is_contiguous_c, layout.is_contiguous_f, readonly, False, False)
-    numba_type = _VIEW_TYPES.get(key)
+    ptr = view.ptr
+    numba_type = None
+    if dtype is not None:
+        key = (
+            dtype, ndim, layout.is_contiguous_c, layout.is_contiguous_f, readonly, False, False,
+            is_aligned(ptr, dtype),
+        )  # fmt: skip
+        numba_type = _VIEW_TYPES.get(key)
     if numba_type is None:
         numba_type = view_numba_type(view)
     record = view._numba_record = (
         numba_type,
-        packer.pack(
-            flags, view.ptr, layout.slice_offset, buffer_limit(view), *shape, *layout._strides
-        ),
+        packer.pack(flags, ptr, layout.slice_offset, buffer_limit(view), *shape, *layout._strides),
     )
     return record
 
@@ -772,6 +898,14 @@ def _check_element_type(view):
             "code could write through; read a field through a view of it (view(layout, "
             "dtype=<the field's type>)), or pass a writable view"
         )
+    if not view.aligned and _has_nested_array(dtype):
+        # Numba gives a sub-array field its natural alignment whatever the record's
+        raise TypingError(
+            f"elements of an unaligned {dtype} view cannot be accessed in compiled code: "
+            "its sub-array fields would be read with their natural alignment, which the "
+            "view's pointer does not have (a GPU faults on it); read a field through a view "
+            "of it (view(layout, dtype=<the field's type>)), or pass an aligned copy"
+        )
     if not isinstance(dtype, OpaqueElement):
         return
     if dtype.dtype_name == "float16":
@@ -817,6 +951,12 @@ def _apply_index(context, builder, typ, struct, index_type, index, plan):
 # indexing (typed and lowered in place: see layoutkit._numba_index)
 
 
+@lower_cast(StridedViewType, StridedViewType)
+def _cast_view(context, builder, fromty, toty, val):
+    # only to a type that assumes less (can_convert_to): the same struct
+    return val
+
+
 @type_callable(operator.getitem)
 def _type_getitem(context):
     def typer(view, index):
@@ -860,7 +1000,7 @@ def _lower_getitem(context, builder, sig, args):
     )
     pointer = builder.gep(struct.data, [shift])
     if plan.is_element:
-        return context.unpack_value(builder, typ.dtype, pointer)
+        return context.unpack_value(builder, typ.dtype, pointer, typ.element_alignment)
     return _derived_view(
         context, builder, sig.return_type, struct, typ, pointer, shape, strides, offset
     )
@@ -873,7 +1013,8 @@ def _lower_setitem(context, builder, sig, args):
     struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
     shift, _, _, _ = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
     stored = context.cast(builder, args[2], value_type, typ.dtype)
-    context.pack_value(builder, typ.dtype, stored, builder.gep(struct.data, [shift]))
+    pointer = builder.gep(struct.data, [shift])
+    context.pack_value(builder, typ.dtype, stored, pointer, typ.element_alignment)
     return context.get_dummy_value()
 
 
@@ -1036,7 +1177,9 @@ def _ov_view(view, layout=None, dtype=None):
     element = _element_type_of(dtype, view)
     if no_layout and element == view.dtype:
         return lambda view, layout=None, dtype=None: view
-    result = view.copy(dtype=element)
+    # the new elements are aligned where the view's pointer guarantees their alignment
+    aligned = view.aligned and _alignment_of(view.dtype) % _alignment_of(element) == 0
+    result = view.copy(dtype=element, aligned=aligned)
     old = view.itemsize
     new = result.itemsize
     readonly = view.readonly

@@ -425,3 +425,23 @@ def test_a_store_through_a_derived_view_survives_dead_code_elimination():
 
     ptx = compile_kernel(store, (view_type("f8", 1, "C"), layout_type(1), types.float64))
     assert re.search(r"\bst\.global\.f64\b|\bst\.f64\b", ptx), "the kernel stores nothing"
+
+
+def test_import_records_get_numba_cudas_element_types():
+    # a tensor read by a producer fast path (torch, CuPy) is typed as views are for
+    # kernels: float16 is a number there, not the opaque element of @njit code
+    from layoutkit.cuda._kernel import _record_argument
+    from layoutkit.interop.record import ImportRecord
+    from layoutkit.layout import StridedLayout
+
+    managed = layoutkit._driver.Location(0, True, True, True)
+    record = ImportRecord(
+        4096, StridedLayout.dense((4,), 2), np.dtype(np.float16), managed, False, None, None, None
+    )
+    argument = _record_argument(record, "argument 0", lambda: 0, False)
+    assert argument._numba_type_ == view_type(np.float16, 1, "C")
+
+    def flip(view):
+        view[0] = view[1]
+
+    compile_kernel(flip, (argument._numba_type_,))

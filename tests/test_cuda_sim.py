@@ -78,6 +78,24 @@ def test_scaled_copy_into_a_strided_destination():
 
 
 @in_simulator
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_scaled_copy_between_unaligned_views(dtype):
+    from helpers.kernels import scaled_copy
+
+    def unaligned(shape, offset):
+        count = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        raw = np.zeros(count + 64, np.uint8)
+        start = -raw.ctypes.data % 16 + offset
+        return raw[start : start + count].view(dtype).reshape(shape)
+
+    source, destination = unaligned((3, 4), 1), unaligned((3, 4), 3)
+    source[...] = np.arange(12).reshape(3, 4) - 5.5
+    assert not source.flags.aligned and not destination.flags.aligned
+    scaled_copy[(1, 1), (4, 4)](host_view(source), host_view(destination), 2.0)
+    np.testing.assert_array_equal(destination, source * 2.0)
+
+
+@in_simulator
 def test_derived_views_and_attributes():
     from helpers.kernels import derived_views, expected_derived
 

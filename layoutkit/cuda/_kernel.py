@@ -8,7 +8,7 @@ import types
 
 import numpy as np
 
-from layoutkit._numba_view import view_arguments, view_numba_type
+from layoutkit._numba_view import is_aligned, view_arguments, view_numba_type
 from layoutkit.cuda._extension import LaunchArgument, ViewArgumentHandler, launch_argument
 from layoutkit.cuda._launcher import launch_configuration
 from layoutkit.interop.fastpaths import reader_for
@@ -277,9 +277,10 @@ class ViewKernel:
         """Compile for the types of ``example_args`` and return a fast launcher.
 
         The returned :class:`~layoutkit.cuda.PreparedLaunch` is called with new
-        arguments of the same types (views with the same dtype, ndim, layout kind and
-        read-only flag; scalars of the same type) and launches through the driver with
-        one preallocated parameter buffer, skipping numba-cuda's per-argument work.
+        arguments of the same types (views with the same dtype, ndim, layout kind,
+        read-only flag and alignment, see :class:`~layoutkit.cuda.PreparedLaunch`;
+        scalars of the same type) and launches through the driver with one preallocated
+        parameter buffer, skipping numba-cuda's per-argument work.
         """
         from layoutkit.cuda._launcher import PreparedLaunch
 
@@ -351,7 +352,7 @@ class _ConfiguredLaunch:
 # hash as) int, and its objects would skip the import and its checks
 _SCALARS = frozenset(map(id, (int, float, bool, complex)))
 _ndarray = np.ndarray
-_types = {}  # (id(layout), dtype, readonly, boundscheck) -> (layout, numba type)
+_types = {}  # (id(layout), dtype, readonly, boundscheck, aligned) -> (layout, numba type)
 
 
 def _record_argument(record, name, current_device_id, boundscheck):
@@ -376,12 +377,15 @@ def _record_argument(record, name, current_device_id, boundscheck):
                 f"on device {device_id}"
             )
     layout = record.layout
-    key = (id(layout), record.dtype, record.readonly, boundscheck)
+    # alignment too: a kernel typed for an aligned pointer faults on a misaligned one
+    dtype = record.dtype
+    key = (id(layout), dtype, record.readonly, boundscheck, is_aligned(record.ptr, dtype))
     known = _types.get(key)
     if known is None:
         if len(_types) >= 1024:
             _types.clear()
-        known = _types[key] = (layout, view_numba_type(record, boundscheck))  # keeps the id
+        # the layout kept in the value keeps its id from being reused by another
+        known = _types[key] = (layout, view_numba_type(record, boundscheck, for_cuda=True))
     return LaunchArgument(known[1], view_arguments(record))
 
 

@@ -82,8 +82,10 @@ class PreparedLaunch:
     """Relaunch a compiled kernel with new arguments of the same types (made by ``prepare``).
 
     Call it with the kernel's arguments: ``StridedMemoryView`` objects whose Numba type
-    (dtype, ndim, layout kind, read-only) matches the example views given to
-    ``prepare``, and scalars of the example scalars' types. Views are checked for device
+    (dtype, ndim, layout kind, read-only, aligned) matches the example views given to
+    ``prepare`` (a kernel prepared for an unaligned view takes aligned ones too, not the
+    reverse: it would fault on a misaligned pointer), and scalars of the example scalars'
+    types. Views are checked for device
     accessibility, a closed buffer and the device; the stream, grid and block are those
     given to ``prepare``. Device exceptions are not reported on this path.
 
@@ -179,8 +181,11 @@ class PreparedLaunch:
 
 
 def _same_view_type(actual, expected):
-    """Whether a view of type ``actual`` fits a kernel prepared for ``expected``."""
-    return actual.copy(boundscheck=expected.boundscheck) is expected
+    """Whether a view of type ``actual`` fits a kernel prepared for ``expected``: the same
+    type but for bounds checking, or aligned where the kernel takes unaligned views."""
+    if expected.aligned and not actual.aligned:
+        return False
+    return actual.copy(boundscheck=expected.boundscheck, aligned=expected.aligned) is expected
 
 
 #: CUDA's limits on every device numba-cuda supports (compute capability 5.0 and later)
