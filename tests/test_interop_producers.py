@@ -8,6 +8,7 @@ references. torch and JAX are optional test dependencies (``importorskip``).
 import ctypes
 import gc
 import sys
+import threading
 import tracemalloc
 import types
 import warnings
@@ -495,6 +496,37 @@ def test_exchange_failures_raise_their_exception():
         stream(1, 0, None)
     # a failure leaves no exception behind for the next call
     assert stream(1, 0, ctypes.addressof(slot)) == 0 and slot.value is None
+
+
+def test_exchange_failures_from_many_threads_raise_each_its_own_and_leak_nothing():
+    """Each call's exception travels on its own trampoline's stack: threads failing at once
+    (the GIL switching inside the callbacks) each get their own, and none is leaked."""
+    table = our_table()
+    borrow = _FROM_PY(table.dltensor_from_py_object_no_sync)
+    stream = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int32, ctypes.c_void_p)(
+        table.current_work_stream
+    )
+    out = DLTensor()
+    raised = []
+
+    def fail(times):
+        for _ in range(times):
+            with pytest.raises(TypeError, match="py_object must be a StridedMemoryView"):
+                borrow(object(), ctypes.addressof(out))
+            with pytest.raises(RuntimeError, match="out_current_stream cannot be NULL"):
+                stream(1, 0, None)
+            raised.append(True)  # only reached where both raised what they should
+
+    gc.collect()
+    before = sys.getrefcount(TypeError), sys.getrefcount(RuntimeError)
+    threads = [threading.Thread(target=fail, args=(300,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    gc.collect()
+    assert len(raised) == 4 * 300
+    assert (sys.getrefcount(TypeError), sys.getrefcount(RuntimeError)) == before
 
 
 def test_exchange_allocator_fails_through_set_error_or_an_exception():
