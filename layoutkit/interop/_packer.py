@@ -1,4 +1,8 @@
-"""A DLPack capsule made by one native call: allocate, copy, take a reference, wrap.
+"""Native code from llvmlite: a DLPack capsule made by one call, and trampolines.
+
+:func:`compile_trampolines` makes the native entry points of the DLPack exchange API's
+ctypes callbacks, which raise a failing callback's exception in its C caller (see there).
+The rest of this module is the packer: allocate, copy, take a reference, wrap.
 
 From Python, a capsule of a new managed tensor takes three ctypes calls
 (``PyMem_Malloc``, ``Py_IncRef``, ``PyCapsule_New``), about 0.5 µs of the 0.7 µs an
