@@ -269,7 +269,7 @@ def to_dlpack_dtype(dtype):
     >>> to_dlpack_dtype(np.dtype(">f4"))
     Traceback (most recent call last):
     ...
-    BufferError: dtype('>f4') has non-native byte order; DLPack needs native byte order
+    BufferError: Non-native-endian dtype('>f4') cannot be exported: DLPack needs native byte order
     """
     described = _NUMPY_TO_DL.get(dtype)
     if described is not None:
@@ -280,5 +280,7 @@ def to_dlpack_dtype(dtype):
     if dtype.fields is not None:
         raise BufferError(f"Structured dtypes cannot be exported through DLPack: {dtype!r}")
     if not dtype.isnative:
-        raise BufferError(f"{dtype!r} has non-native byte order; DLPack needs native byte order")
+        raise BufferError(
+            f"Non-native-endian {dtype!r} cannot be exported: DLPack needs native byte order"
+        )
     raise BufferError(f"Unsupported dtype for DLPack export: {dtype!r} has no DLPack equivalent")

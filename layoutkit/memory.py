@@ -601,16 +601,11 @@ class Buffer(metaclass=SealedClass):
         raise TypeError("a Buffer cannot be unpickled: make one with from_handle or a resource")
 
     def __repr__(self):
+        # cuda.core's form (its own tests match it whole), and what only layoutkit has
         if self._closed:
-            return "Buffer(closed)"
-        if self._mr is not None:
-            keeper = f", mr={self._mr!r}"
-        elif self._owner is not None:
-            keeper = f", owner={type(self._owner).__name__}"
-        else:
-            keeper = ""
-        readonly = ", readonly" if self._readonly else ""
-        return f"Buffer(ptr=0x{self._ptr:x}, size={self._size}{keeper}{readonly})"
+            return "<Buffer ptr=0x0 size=0 closed>"
+        readonly = " readonly" if self._readonly else ""
+        return f"<Buffer ptr=0x{self._ptr:x} size={self._size}{readonly}>"
 
 
 _kDLCPU, _kDLCUDA, _kDLCUDAHost, _kDLCUDAManaged = 1, 2, 3, 13

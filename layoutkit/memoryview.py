@@ -56,7 +56,7 @@ from .interop import dlpack as _dlpack
 from .interop import fastpaths as _fastpaths
 from .interop._native import MEMORY, WRITABLE_MEMORY
 from .interop.cai import cuda_interface_dict, read_cuda_array_interface
-from .interop.exchange import exchange_capsule
+from .interop.exchange import ExchangeCapsule
 from .interop.fastpaths import fast_record
 from .interop.host import interface_dict, ndarray_record, read_array_interface
 from .interop.record import CURRENT_DEVICE, HOST, ImportRecord
@@ -1168,17 +1168,17 @@ def _view_of_view(view, stream_ptr, dlpack_only):
 
 
 _fastpaths.register(StridedMemoryView, _view_of_view)
-StridedMemoryView.__dlpack_c_exchange_api__ = exchange_capsule(
+StridedMemoryView.__dlpack_c_exchange_api__ = ExchangeCapsule(
     lambda obj: _exportable(obj)._export_fields(),
     lambda obj: _borrowed_fields(_exportable(obj)),
     lambda address: StridedMemoryView._from_record(_dlpack.managed_record(address)),
 )
-StridedMemoryView.__c_dlpack_exchange_api__ = StridedMemoryView.__dlpack_c_exchange_api__
+StridedMemoryView.__c_dlpack_exchange_api__ = vars(StridedMemoryView)["__dlpack_c_exchange_api__"]
 
 
 def _exportable(obj):
     if not issubclass(type(obj), StridedMemoryView):
-        raise TypeError(f"{type(obj).__name__} is not a StridedMemoryView")
+        raise TypeError(f"py_object must be a StridedMemoryView, not {type(obj).__name__}")
     obj._check_open("DLPack export")
     return obj
 

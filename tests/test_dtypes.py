@@ -106,7 +106,7 @@ def test_from_dlpack_dtype_rejects(triple, error, message):
     ("dtype", "message"),
     [
         (np.dtype([("a", "f4"), ("b", "i4")]), "Structured dtypes cannot be exported through DLPack"),
-        (np.dtype(">i8"), "non-native"),
+        (np.dtype(">i8"), "Non-native-endian"),
         (np.dtype("U3"), r"Unsupported dtype for DLPack export: dtype\(.<U3.\) has no DLPack equivalent"),
         (np.dtype("M8[s]"), "no DLPack equivalent"),
         (np.dtype(np.longdouble), "no DLPack equivalent"),

@@ -8,6 +8,7 @@ references. torch and JAX are optional test dependencies (``importorskip``).
 import ctypes
 import gc
 import sys
+import threading
 import tracemalloc
 import types
 import warnings
@@ -418,7 +419,9 @@ _TABLE = ctypes.Structure.__class__(
 _get_pointer = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle).PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
 _get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_FROM_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
+# dlpack.h's callers hold the GIL and read a failure's Python exception: PYFUNCTYPE does both
+_FROM_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
+_TO_PY = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def our_table():
@@ -455,9 +458,8 @@ def test_exchange_managed_tensor_round_trip_and_deleter_once():
     assert _FROM_PY(table.managed_tensor_from_py_object_no_sync)(view, ctypes.addressof(out)) == 0
     assert sys.getrefcount(view) == references + 1  # manager_ctx holds the view
     # hand the managed tensor back: a new view owns it and calls its deleter once
-    to_py = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
     result = ctypes.c_void_p()
-    assert to_py(table.managed_tensor_to_py_object_no_sync)(out.value, ctypes.addressof(result)) == 0
+    assert _TO_PY(table.managed_tensor_to_py_object_no_sync)(out.value, ctypes.addressof(result)) == 0
     again = ctypes.cast(result.value, ctypes.py_object).value
     ctypes.pythonapi.Py_DecRef(ctypes.py_object(again))  # the new reference we were given
     assert isinstance(again, StridedMemoryView) and again.shape == (3, 2)
@@ -467,49 +469,130 @@ def test_exchange_managed_tensor_round_trip_and_deleter_once():
     assert sys.getrefcount(view) == references
 
 
-def test_exchange_failures_return_minus_one():
+def test_exchange_failures_raise_their_exception():
+    """dlpack.h: -1 with a Python exception set. The exception is the one the view's own
+    methods raise, here seen by a caller as a C consumer sees it (PyErr_Occurred)."""
     table = our_table()
     out = DLTensor()
-    assert _FROM_PY(table.dltensor_from_py_object_no_sync)(object(), ctypes.addressof(out)) == -1
+    borrow = _FROM_PY(table.dltensor_from_py_object_no_sync)
+    with pytest.raises(TypeError, match="py_object must be a StridedMemoryView, not object"):
+        borrow(object(), ctypes.addressof(out))
     untyped = StridedMemoryView.from_buffer(
         StridedMemoryView.from_dlpack(np.zeros(4)).buffer, StridedLayout.dense((4,), 8)
     )
-    assert _FROM_PY(table.dltensor_from_py_object_no_sync)(untyped, ctypes.addressof(out)) == -1
+    with pytest.raises(BufferError, match="dtype"):
+        untyped.__dlpack__()
+    with pytest.raises(BufferError, match="dtype"):
+        borrow(untyped, ctypes.addressof(out))
+    swapped = StridedMemoryView.from_array_interface(np.zeros(3, np.dtype("<i4").newbyteorder()))
+    slot = ctypes.c_void_p(1)
+    with pytest.raises(BufferError, match="Non-native-endian dtype"):
+        _FROM_PY(table.managed_tensor_from_py_object_no_sync)(swapped, ctypes.addressof(slot))
+    assert slot.value is None  # cleared before the failure
+    stream = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int32, ctypes.c_void_p)(
+        table.current_work_stream
+    )
+    with pytest.raises(RuntimeError, match="out_current_stream cannot be NULL"):
+        stream(1, 0, None)
+    # a failure leaves no exception behind for the next call
+    assert stream(1, 0, ctypes.addressof(slot)) == 0 and slot.value is None
+
+
+def test_exchange_failures_from_many_threads_raise_each_its_own_and_leak_nothing():
+    """Each call's exception travels on its own trampoline's stack: threads failing at once
+    (the GIL switching inside the callbacks) each get their own, and none is leaked."""
+    table = our_table()
+    borrow = _FROM_PY(table.dltensor_from_py_object_no_sync)
+    stream = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int32, ctypes.c_void_p)(
+        table.current_work_stream
+    )
+    out = DLTensor()
+    raised = []
+
+    def fail(times):
+        for _ in range(times):
+            with pytest.raises(TypeError, match="py_object must be a StridedMemoryView"):
+                borrow(object(), ctypes.addressof(out))
+            with pytest.raises(RuntimeError, match="out_current_stream cannot be NULL"):
+                stream(1, 0, None)
+            raised.append(True)  # only reached where both raised what they should
+
+    gc.collect()
+    before = sys.getrefcount(TypeError), sys.getrefcount(RuntimeError)
+    threads = [threading.Thread(target=fail, args=(300,)) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    gc.collect()
+    assert len(raised) == 4 * 300
+    assert (sys.getrefcount(TypeError), sys.getrefcount(RuntimeError)) == before
+
+
+def test_exchange_allocator_fails_through_set_error_or_an_exception():
+    """The allocator never allocates: with SetError it reports there only (dlpack.h: called
+    exactly when -1 is returned), without one it raises NotImplementedError."""
+    table = our_table()
     errors = []
     set_error = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)(
-        lambda context, kind, message: errors.append(kind)
+        lambda context, kind, message: errors.append((kind, message))
     )
-    allocator = ctypes.CFUNCTYPE(
+    allocator = ctypes.PYFUNCTYPE(
         ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
     )(table.managed_tensor_allocator)
     slot = ctypes.c_void_p(1)
     assert allocator(None, ctypes.addressof(slot), None, ctypes.cast(set_error, ctypes.c_void_p)) == -1
-    assert errors == [b"NotImplementedError"] and slot.value is None
+    assert errors == [(b"NotImplementedError", errors[0][1])] and b"not supported" in errors[0][1]
+    assert slot.value is None
+    with pytest.raises(NotImplementedError, match="managed_tensor_allocator is not supported"):
+        allocator(None, ctypes.addressof(slot), None, None)
 
 
-def test_exchange_null_out_returns_minus_one_and_frees_the_tensor():
-    """A NULL ``out`` is a failure (-1): raising there would leave ctypes' result unset (garbage
-    a consumer may read as success) and leak the tensor; the stolen tensor is freed once."""
+def test_exchange_null_pointers_raise_and_free_the_tensor():
+    """A NULL ``out`` raises RuntimeError naming it; the stolen tensor is freed once (and a
+    NULL tensor is refused before anything is read)."""
     view = StridedMemoryView.from_dlpack(np.arange(6.0))
     references = sys.getrefcount(view)
     table = our_table()
     export = _FROM_PY(table.managed_tensor_from_py_object_no_sync)
-    to_py = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(
-        table.managed_tensor_to_py_object_no_sync
-    )
+    to_py = _TO_PY(table.managed_tensor_to_py_object_no_sync)
+    borrow = _FROM_PY(table.dltensor_from_py_object_no_sync)
     unraisable = []
     hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
     try:
-        assert export(view, None) == -1
+        with pytest.raises(RuntimeError, match="managed_tensor_from_py_object_no_sync: out cannot"):
+            export(view, None)
         assert sys.getrefcount(view) == references  # nothing packed, nothing kept
+        with pytest.raises(RuntimeError, match="dltensor_from_py_object_no_sync: out cannot be"):
+            borrow(view, None)
         out = ctypes.c_void_p()
         assert export(view, ctypes.addressof(out)) == 0
-        assert to_py(out.value, None) == -1
+        with pytest.raises(RuntimeError, match="out_py_object cannot be NULL"):
+            to_py(out.value, None)
+        result = ctypes.c_void_p(1)
+        with pytest.raises(RuntimeError, match="tensor cannot be NULL"):
+            to_py(None, ctypes.addressof(result))
+        assert result.value is None
     finally:
         sys.unraisablehook = hook
     gc.collect()
     assert not unraisable, unraisable[0].exc_value
     assert sys.getrefcount(view) == references  # the tensor's deleter ran
+
+
+def test_exchange_import_failure_raises_and_the_capsule_is_built_once():
+    """A tensor the import refuses raises its BufferError through the table; the capsule is
+    built on first access (its trampolines are compiled then) and is the same object after."""
+    table = our_table()
+    tensor = ctypes.create_string_buffer(dlpack.VERSIONED.size)  # no deleter, device type 0
+    ctypes.c_uint32.from_buffer(tensor).value = 1  # version 1.0
+    result = ctypes.c_void_p(1)
+    to_py = _TO_PY(table.managed_tensor_to_py_object_no_sync)
+    with pytest.raises(BufferError, match="device not supported"):
+        to_py(ctypes.addressof(tensor), ctypes.addressof(result))
+    assert result.value is None
+    view = StridedMemoryView.from_dlpack(np.arange(2))
+    assert view.__dlpack_c_exchange_api__ is StridedMemoryView.__dlpack_c_exchange_api__
 
 
 def test_exchange_current_work_stream_is_null():

@@ -17,8 +17,9 @@ layout, dtype, location, read-only flag, exporter, owner), from which
   (NumPy, torch, CuPy, JAX), each falling back to the protocol.
 * :mod:`~layoutkit.interop._native`: direct reads of NumPy and capsule fields (with an off
   switch).
-* :mod:`~layoutkit.interop._packer`: the DLPack capsule of an export made by one compiled
-  call (llvmlite), where it can be compiled.
+* :mod:`~layoutkit.interop._packer`: native code from llvmlite: the DLPack capsule of an
+  export made by one compiled call (where it can be compiled), and the exchange API's
+  trampolines, which raise a callback's exception in its C caller.
 
 Ownership: who frees what is decided by one object per import, the record's ``owner``: the
 producer object itself (kept alive), an :class:`~layoutkit.interop.dlpack.ImportedTensor`

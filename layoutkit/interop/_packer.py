@@ -1,4 +1,8 @@
-"""A DLPack capsule made by one native call: allocate, copy, take a reference, wrap.
+"""Native code from llvmlite: a DLPack capsule made by one call, and trampolines.
+
+:func:`compile_trampolines` makes the native entry points of the DLPack exchange API's
+ctypes callbacks, which raise a failing callback's exception in its C caller (see there).
+The rest of this module is the packer: allocate, copy, take a reference, wrap.
 
 From Python, a capsule of a new managed tensor takes three ctypes calls
 (``PyMem_Malloc``, ``Py_IncRef``, ``PyCapsule_New``), about 0.5 µs of the 0.7 µs an
@@ -33,7 +37,7 @@ True
 import ctypes
 import threading
 
-__all__ = ["compile_packer", "function_address"]
+__all__ = ["compile_packer", "compile_trampolines", "function_address"]
 
 _lock = threading.Lock()
 _engines = []  # the JIT engines (their code lives as long as they do): kept for good
@@ -72,7 +76,6 @@ def compile_packer(size, name, destructor, deleter):
 
 
 def _compile(size, name, destructor, deleter):
-    import llvmlite.binding as llvm
     from llvmlite import ir
 
     api = ctypes.pythonapi
@@ -83,8 +86,7 @@ def _compile(size, name, destructor, deleter):
     builder = ir.IRBuilder(function.append_basic_block("entry"))
 
     def call(address, returns, *args):
-        kind = ir.FunctionType(returns, [word] * len(args))
-        return builder.call(builder.inttoptr(ir.Constant(word, address), kind.as_pointer()), args)
+        return _call(builder, word, address, returns, *args)
 
     void = ir.VoidType()
     zero = ir.Constant(word, 0)
@@ -101,6 +103,88 @@ def _compile(size, name, destructor, deleter):
         call(deleter, void, block)
     builder.ret(capsule)
 
+    return _native(module, ["pack"])[0]
+
+
+def compile_trampolines(functions):
+    """Native entry points for ctypes callbacks that report a Python exception to C.
+
+    A ctypes callback cannot return to C with a Python exception set: ctypes prints an
+    exception that escapes it and clears it. C APIs whose functions return "-1 with a
+    Python exception set" (DLPack's exchange API) need one set, so for each callback this
+    compiles a native function with the callback's arguments that passes it one more, a
+    place for the exception to raise, and raises it there once the callback returned::
+
+        int trampoline(args...) {
+            PyObject *raised[3] = {NULL, NULL, NULL};  /* type, value, traceback */
+            int result = callback(args..., raised);
+            if (raised[0]) {                            /* the callback stored an exception */
+                PyGILState_STATE gil = PyGILState_Ensure();
+                PyErr_Restore(raised[0], raised[1], raised[2]);  /* takes the references */
+                PyGILState_Release(gil);
+            }
+            return result;
+        }
+
+    Parameters
+    ----------
+    functions : sequence of (str, int)
+        For each callback, its C arguments (``"p"`` a pointer, ``"i"`` a 32-bit int, one
+        letter each) and its address; it takes one more pointer argument, ``raised``, and
+        returns a C int. A callback that fails stores new references to the exception's
+        type, value and traceback (or NULL) at ``raised`` and returns its failure value.
+
+    Returns
+    -------
+    list of int
+        The trampolines' addresses, in the order of ``functions``. They live for good.
+
+    Raises
+    ------
+    ImportError, RuntimeError
+        Where llvmlite is missing or cannot compile for this machine.
+    """
+    from llvmlite import ir
+
+    api = ctypes.pythonapi
+    word = ir.IntType(64 if ctypes.sizeof(ctypes.c_void_p) == 8 else 32)
+    int32 = ir.IntType(32)
+    module = ir.Module(name="layoutkit_trampolines")
+    names = []
+    for number, (arguments, callback) in enumerate(functions):
+        types = [word if kind == "p" else int32 for kind in arguments]
+        function = ir.Function(module, ir.FunctionType(int32, types), name=f"t{number}")
+        builder = ir.IRBuilder(function.append_basic_block("entry"))
+        raised = builder.alloca(word, 3)
+        for at in range(3):
+            builder.store(ir.Constant(word, 0), builder.gep(raised, [ir.Constant(int32, at)]))
+        inner = ir.FunctionType(int32, [*types, word]).as_pointer()
+        result = builder.call(
+            builder.inttoptr(ir.Constant(word, callback), inner),
+            [*function.args, builder.ptrtoint(raised, word)],
+        )
+        kind = builder.load(raised)
+        with builder.if_then(builder.icmp_unsigned("!=", kind, ir.Constant(word, 0))):
+            gil = _call(builder, word, function_address(api.PyGILState_Ensure), int32)
+            values = [builder.load(builder.gep(raised, [ir.Constant(int32, at)])) for at in range(3)]
+            _call(builder, word, function_address(api.PyErr_Restore), ir.VoidType(), *values)
+            _call(builder, word, function_address(api.PyGILState_Release), ir.VoidType(), gil)
+        builder.ret(result)
+        names.append(function.name)
+    return _native(module, names)
+
+
+def _call(builder, word, address, returns, *args):
+    from llvmlite import ir
+
+    kind = ir.FunctionType(returns, [arg.type for arg in args])
+    return builder.call(builder.inttoptr(ir.Constant(word, address), kind.as_pointer()), args)
+
+
+def _native(module, names):
+    """Compile ``module`` with MCJIT and return the addresses of ``names`` (kept for good)."""
+    import llvmlite.binding as llvm
+
     with _lock:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
@@ -110,4 +194,4 @@ def _compile(size, name, destructor, deleter):
         engine = llvm.create_mcjit_compiler(parsed, machine)
         engine.finalize_object()
         _engines.append(engine)
-        return engine.get_function_address("pack")
+        return [engine.get_function_address(name) for name in names]

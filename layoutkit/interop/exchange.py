@@ -17,11 +17,13 @@ The functions do not synchronise: unless the consumer passes ``-1``, the produce
 (an event recorded on the one, waited on by the other), as ``__dlpack__(stream=)`` would.
 
 Export (:func:`exchange_capsule`): ``StridedMemoryView.__dlpack_c_exchange_api__``. The
-table's functions are ctypes callbacks into this module, so C consumers can take views
+table's functions call ctypes callbacks into this module, so C consumers can take views
 without ``__dlpack__``; they cost a Python call each (no "C speed" without a compiled
-extension). A failing call returns -1 without a Python exception set (a ctypes
-callback cannot leave one), so consumers report it as an error without a message.
-``current_work_stream`` gives NULL: a view has no stream of its own.
+extension). As ``dlpack.h`` asks, a failing call returns -1 with a Python exception set
+(the caller holds the GIL): each function is a small native trampoline, compiled by
+llvmlite when the capsule is first read, which raises the exception its callback
+reports (a ctypes callback cannot return one to C). ``current_work_stream`` gives NULL:
+a view has no stream of its own.
 
 Examples
 --------
@@ -32,6 +34,7 @@ Examples
 True
 """
 
+import contextlib
 import ctypes
 import struct
 import threading
@@ -39,10 +42,11 @@ import threading
 from .._driver import order_after
 from . import dlpack
 from ._native import MEMORY, WRITABLE_MEMORY, CapsuleType, c_string_is, capsule_fields
+from ._packer import compile_trampolines
 from .cai import driver_stream
 from .dlpack import fields_record, kDLCPU
 
-__all__ = ["ExchangeAPI", "exchange_api", "exchange_capsule", "exchange_record"]
+__all__ = ["ExchangeAPI", "ExchangeCapsule", "exchange_api", "exchange_capsule", "exchange_record"]
 
 # DLPackExchangeAPI: header {version {major, minor}, prev_api}, then five function pointers
 _API = struct.Struct("@IIP5P")
@@ -222,18 +226,43 @@ def _order_streams(api, device, stream_ptr):
 
 
 # ----------------------------------------------------------------------------------- export
+# The table's functions are native trampolines (:func:`~._packer.compile_trampolines`)
+# around these callbacks, each of which takes one more argument: where to store the
+# exception it fails with, so that the trampoline raises it in the C caller.
 _ALLOCATOR = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                              ctypes.c_void_p)  # fmt: skip
+                              ctypes.c_void_p, ctypes.c_void_p)  # fmt: skip
 _SET_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)
-_EXPORT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p)
-_TO_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-_WORK_STREAM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int32, ctypes.c_void_p)
+_EXPORT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p)
+_TO_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_WORK_STREAM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int32, ctypes.c_void_p,
+                                ctypes.c_void_p)  # fmt: skip
+_RAISED = struct.Struct("@PPP")  # the trampoline's PyObject *raised[3]: type, value, traceback
 _incref = ctypes.pythonapi.Py_IncRef
 _incref.argtypes = [ctypes.py_object]
 
 
+def _failed(raised, exc):
+    """Store new references to ``exc`` at ``raised`` for the trampoline to raise; -1."""
+    parts = (type(exc), exc, exc.__traceback__)
+    for part in parts:
+        if part is not None:
+            _incref(part)
+    _RAISED.pack_into(WRITABLE_MEMORY, raised, *(0 if part is None else id(part) for part in parts))
+    return -1
+
+
+def _null(function, argument):
+    return RuntimeError(f"{function}: {argument} cannot be NULL")
+
+
 def exchange_capsule(describe, borrowed, from_managed):
     """Build the ``"dlpack_exchange_api"`` capsule of a view type.
+
+    Its functions follow ``dlpack.h``: 0 on success, -1 with a Python exception set on
+    failure (the caller holds the GIL): ``RuntimeError`` for a NULL output or tensor
+    pointer, and what ``describe``, ``borrowed`` or ``from_managed`` raise.
+    ``managed_tensor_allocator`` always fails: through ``SetError`` where one is given,
+    else with ``NotImplementedError``.
 
     Parameters
     ----------
@@ -246,67 +275,104 @@ def exchange_capsule(describe, borrowed, from_managed):
     from_managed : callable
         ``from_managed(address)`` returns a new object owning the managed tensor at
         ``address`` (its deleter runs once), or raises (having called the deleter).
+
+    Raises
+    ------
+    ImportError, RuntimeError
+        Where llvmlite (Numba's code generator) cannot compile the trampolines.
     """
 
-    def allocator(prototype, out, error_ctx, set_error):
+    def allocator(prototype, out, error_ctx, set_error, raised):
         if out:
             _POINTER.pack_into(WRITABLE_MEMORY, out, 0)
+        message = "layoutkit views do not allocate memory: managed_tensor_allocator is not supported"
         if set_error:
-            _SET_ERROR(set_error)(
-                error_ctx, b"NotImplementedError",
-                b"layoutkit views do not allocate memory through the exchange API",
-            )  # fmt: skip
-        return -1
+            _SET_ERROR(set_error)(error_ctx, b"NotImplementedError", message.encode())
+            return -1
+        return _failed(raised, NotImplementedError(message))
 
-    # A callback that raises returns garbage to C (ctypes prints the exception and leaves
-    # the result unset), so every failure, a NULL ``out`` included, is a plain -1.
-    def managed_from_py(obj, out):
-        if not out:
-            return -1
+    def managed_from_py(obj, out, raised):
         try:
+            if not out:
+                raise _null("managed_tensor_from_py_object_no_sync", "out")
+            _POINTER.pack_into(WRITABLE_MEMORY, out, 0)
             address = dlpack.pack_managed(*describe(obj), True)
-        except Exception:
-            return -1
+        except Exception as exc:
+            return _failed(raised, exc)
         _POINTER.pack_into(WRITABLE_MEMORY, out, address)
         return 0
 
-    def managed_to_py(address, out):
+    def managed_to_py(address, out, raised):
         try:
-            obj = from_managed(address)  # the tensor is ours now, whatever follows (dlpack.h)
-        except Exception:
-            return -1
-        if not out:
-            return -1  # obj dies here, and with it the tensor (its deleter runs once)
+            if out:
+                _POINTER.pack_into(WRITABLE_MEMORY, out, 0)
+            if not address:
+                raise _null("managed_tensor_to_py_object_no_sync", "tensor")
+            if not out:
+                with contextlib.suppress(Exception):
+                    from_managed(address)  # the tensor is ours (dlpack.h): it dies here
+                raise _null("managed_tensor_to_py_object_no_sync", "out_py_object")
+            obj = from_managed(address)
+        except Exception as exc:
+            return _failed(raised, exc)
         _incref(obj)  # the new reference the caller receives
         _POINTER.pack_into(WRITABLE_MEMORY, out, id(obj))
         return 0
 
-    def dltensor_from_py(obj, out):
+    def dltensor_from_py(obj, out, raised):
         try:
+            if not out:
+                raise _null("dltensor_from_py_object_no_sync", "out")
             ptr, device, dtype_triple, ndim, shape_at, strides_at = borrowed(obj)
             _TENSOR.pack_into(
                 WRITABLE_MEMORY, out, ptr, *device, ndim, *dtype_triple, shape_at, strides_at, 0
             )
-        except Exception:
-            return -1
+        except Exception as exc:
+            return _failed(raised, exc)
         return 0
 
-    def work_stream(device_type, device_id, out):
-        if out:
-            _POINTER.pack_into(WRITABLE_MEMORY, out, 0)
+    def work_stream(device_type, device_id, out, raised):
+        if not out:
+            return _failed(raised, _null("current_work_stream", "out_current_stream"))
+        _POINTER.pack_into(WRITABLE_MEMORY, out, 0)
         return 0
 
     callbacks = (
         _ALLOCATOR(allocator), _EXPORT(managed_from_py), _TO_PY(managed_to_py),
         _EXPORT(dltensor_from_py), _WORK_STREAM(work_stream),
     )  # fmt: skip
+    arguments = ("pppp", "pp", "pp", "pp", "iip")
+    addresses = compile_trampolines(
+        [(kinds, ctypes.cast(c, ctypes.c_void_p).value) for kinds, c in zip(arguments, callbacks)]
+    )
     table = ctypes.create_string_buffer(_API.size)
-    addresses = [ctypes.cast(c, ctypes.c_void_p).value for c in callbacks]
     _API.pack_into(table, 0, *dlpack.DLPACK_VERSION, 0, *addresses)
     name = ctypes.create_string_buffer(_NAME)
     capsule = dlpack._new_capsule(ctypes.addressof(table), ctypes.addressof(name), None)
     _keep.append((callbacks, table, name, capsule))  # C holds these addresses for good
     return capsule
+
+
+class ExchangeCapsule:
+    """A class attribute holding :func:`exchange_capsule`'s capsule, built on first access.
+
+    Building it compiles the table's trampolines (llvmlite, some tens of milliseconds), so
+    importing the view type does not.
+    """
+
+    def __init__(self, describe, borrowed, from_managed):
+        self._arguments = (describe, borrowed, from_managed)
+        self._capsule = None
+        self._lock = threading.Lock()
+
+    def __get__(self, obj, owner=None):
+        capsule = self._capsule
+        if capsule is None:
+            with self._lock:
+                if self._capsule is None:
+                    self._capsule = exchange_capsule(*self._arguments)
+                capsule = self._capsule
+        return capsule
 
 
 _keep = []
