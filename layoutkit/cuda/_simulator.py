@@ -133,6 +133,12 @@ class SimulatedView:
             raise TypeError("len() of a 0-d view")
         return self._shape[0]
 
+    def __iter__(self):
+        """``view[0]``, ``view[1]``, ... as compiled code iterates; TypeError if 0-d."""
+        if not self._shape:
+            raise TypeError("iteration over a 0-d view")
+        return map(self.__getitem__, range(self._shape[0]))
+
     def __getattr__(self, name):
         # what compiled code refuses (layoutkit._numba_view), refused here by name too
         why = _PYTHON_ONLY.get(name)
