@@ -945,7 +945,8 @@ def _lower_setitem(context, builder, sig, args):
             shape, strides, offset,
         )  # fmt: skip
         lower_assignment(context, builder, target_type, target, value_type, args[2])
-        context.nrt.decref(builder, target_type, target)  # _derived_view's new reference
+        if context.enable_nrt:  # _derived_view's new reference
+            context.nrt.decref(builder, target_type, target)
         return context.get_dummy_value()
     stored = context.cast(builder, args[2], value_type, typ.dtype)
     context.pack_value(builder, typ.dtype, stored, builder.gep(struct.data, [shift]))
