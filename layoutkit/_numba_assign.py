@@ -110,8 +110,8 @@ def _assign_operand(target, source):
     """``target[...] = source`` for a view or array ``source`` (compiled per type pair)."""
     if not _broadcasts(target, source):
         raise ValueError(
-            "could not broadcast input array from shape " + _shape_text(source.shape)
-            + " into shape " + _shape_text(target.shape)
+            "could not broadcast input array from shape " + _shape_text(source.shape, target.ndim)
+            + " into shape " + _shape_text(target.shape, target.ndim)
         )  # fmt: skip
     if _may_overlap(target, source):
         temporary = np.empty(source.shape, source.dtype)
@@ -121,22 +121,28 @@ def _assign_operand(target, source):
         _copy(target, source)
 
 
-def _shape_text(shape):
-    """A shape as NumPy's messages write it: ``()``, ``(3,)``, ``(2,3)``."""
+def _shape_text(shape, ndim):
+    """A shape as NumPy's messages write it (``()``, ``(3,)``, ``(2,3)``), less the leading
+    extents 1 that NumPy drops while the shape has more than ``ndim`` dimensions."""
     raise NotImplementedError("compiled code only")
 
 
 @overload(_shape_text)
-def _ov_shape_text(shape):
+def _ov_shape_text(shape, ndim):
     n = len(shape)
     if n == 0:
-        return lambda shape: "()"
+        return lambda shape, ndim: "()"
 
-    def impl(shape):
-        text = "(" + str(shape[0])
-        for i in range(1, n):
+    def impl(shape, ndim):
+        first = 0
+        while first < n - ndim and shape[first] == 1:
+            first += 1
+        if first == n:
+            return "()"
+        text = "(" + str(shape[first])
+        for i in range(first + 1, n):
             text += "," + str(shape[i])
-        return text + ("," if n == 1 else "") + ")"
+        return text + ("," if n - first == 1 else "") + ")"
 
     return impl
 

@@ -196,3 +196,192 @@ def test_sub_view_assignment_agrees_with_numpy(case):
     assert results["python"][0][0] == numpy[0][0], (case, results)  # the class
     if "njit" in results:
         assert results["njit"] == numpy, (case, results)  # the bytes, class and message
+
+
+@njit
+def _shift_right(view):
+    view[1:] = view[:-1]
+
+
+@njit
+def _shift_left(view):
+    view[:-1] = view[1:]
+
+
+@njit
+def _transpose_in_place(view):
+    view[...] = view.permuted((1, 0))
+
+
+def test_overlapping_values_are_read_before_they_are_written():
+    for function, numpy in [
+        (_shift_right, lambda a: a.__setitem__(slice(1, None), a[:-1])),
+        (_shift_left, lambda a: a.__setitem__(slice(None, -1), a[1:])),
+    ]:
+        array, expected = np.arange(7.0)[::-1], np.arange(7.0)[::-1]
+        function(host_view(array))
+        numpy(expected)
+        assert np.array_equal(array, expected)
+    square = np.arange(16).reshape(4, 4)
+    _transpose_in_place(host_view(square))
+    assert np.array_equal(square, np.arange(16).reshape(4, 4).T)
+
+
+def test_shapes_that_cannot_broadcast_raise_numpys_value_error():
+    for target_shape, index, value_shape in [
+        ((2, 3), (slice(None),), (2,)),
+        ((2, 3), Ellipsis, (2, 2, 3)),
+        ((4,), slice(1, None), (4,)),
+        ((4,), slice(0, 0), (2,)),
+        ((0, 3), Ellipsis, (2, 3)),
+        ((3,), (0, Ellipsis), (2,)),  # a 0-d sub-view
+        ((2, 3), Ellipsis, (1, 1, 2)),  # NumPy names (1,2): leading 1s dropped to ndim 2
+        ((2, 3), Ellipsis, (1, 2, 1, 4)),
+        ((), Ellipsis, (1, 1, 2)),
+        ((1, 0), Ellipsis, (1, 0, 5)),
+    ]:
+        array, value = np.zeros(target_shape), np.ones(value_shape)
+        with pytest.raises(ValueError) as numpy:
+            array[index] = value
+        with pytest.raises(ValueError) as compiled:
+            _put(host_view(array), index, value)
+        assert str(compiled.value) == str(numpy.value)
+        assert str(numpy.value).startswith("could not broadcast input array from shape")
+
+
+def test_leading_extent_one_axes_of_the_value_are_dropped_as_numpy_drops_them():
+    array, expected = np.zeros((2, 3), np.int16), np.zeros((2, 3), np.int16)
+    value = np.arange(3.0).reshape(1, 1, 3) + 0.5
+    _put(host_view(array), (slice(None),), value)
+    expected[:] = value
+    assert np.array_equal(array, expected)
+
+
+def test_numbers_and_values_are_cast_as_numbas_array_stores_cast():
+    @njit
+    def reference(array, value):
+        array[1:] = value
+
+    for dtype, value in [
+        (np.int8, 300),
+        (np.uint16, -1),
+        (np.bool_, 0.5),
+        (np.float32, np.arange(2, dtype=np.int64) + 2**40),
+        (np.int32, np.array([-2.5, 2.5])),
+        (np.complex64, np.array([1, 2], np.int8)),
+    ]:
+        array, expected = np.zeros(3, dtype), np.zeros(3, dtype)
+        _put(host_view(array), slice(1, None), value)
+        reference(expected, value)
+        assert array.tobytes() == expected.tobytes(), (dtype, value)
+
+
+def test_a_boundscheckedview_checks_the_integers_of_a_sub_view_index():
+    from layoutkit import AxisError
+
+    view = BoundsCheckedView(host_view(np.zeros((2, 3))))
+    with pytest.raises(AxisError, match="view index out of bounds on axis 0"):
+        _put(view, (2, slice(None)), 1.0)
+
+
+def test_structured_elements_are_copied_between_views_of_one_dtype():
+    dtype = np.dtype([("a", "<i4"), ("b", "<f8")])
+    source = np.zeros(3, dtype)
+    source["a"], source["b"] = [1, 2, 3], [0.5, 1.5, 2.5]
+    source.flags.writeable = False  # a read-only structured view can be read from
+    target = np.zeros(4, dtype)
+    _put(host_view(target), slice(1, None), host_view(source))
+    assert target[1:].tobytes() == source.tobytes() and target[0] == np.zeros((), dtype)
+
+
+def _refusal(target, value, why, index=slice(None)):
+    with pytest.raises(TypingError) as info:
+        _put(target, index, value)
+    message = str(info.value)
+    assert any(why in line and len(line) < 400 for line in message.splitlines()), message
+
+
+def test_what_compiled_code_does_not_assign_is_a_one_line_typing_error():
+    writable = host_view(np.zeros(3))
+    readonly = np.zeros(3)
+    readonly.flags.writeable = False
+    _refusal(host_view(readonly), 1.0, "the view is read-only")
+    _refusal(host_view(np.broadcast_to(np.zeros(1), (3,))), 1.0, "the view is read-only")
+    _refusal(writable, (1.0, 2.0, 3.0), "lists and tuples are not assigned")
+    _refusal(writable, 1j, "cannot assign a complex128")
+    _refusal(writable, np.ones(3, np.complex64), "cannot assign a array(complex64")
+    _refusal(writable, "abc", "the value must be a number, a view or a NumPy array")
+    records = [("a", "<i4"), ("b", "<f8")]
+    _refusal(
+        host_view(np.zeros(3, records)), host_view(np.zeros(3, [("a", "<i4"), ("b", "<f4")])),
+        "structured elements are copied only between the same dtype",
+    )  # fmt: skip
+    _refusal(host_view(np.zeros(3, records)), 1.0, "cannot assign a float64")
+    _refusal(host_view(np.zeros(3, np.float16)), 1.0, "Numba's CPU target has no float16")
+    _refusal(writable, host_view(np.zeros(3, np.float16)), "Numba's CPU target has no float16")
+
+
+def test_assignment_does_not_leak_the_views_it_makes():
+    import sys
+
+    array = np.arange(6.0)
+    view = host_view(array)
+    before = sys.getrefcount(view), sys.getrefcount(array)
+    for _ in range(50):
+        _shift_right(view)
+        _put(view, slice(None, None, 2), 1.0)
+    assert (sys.getrefcount(view), sys.getrefcount(array)) == before
+
+
+# ---------------------------------------------------------------------------------------
+# CUDA kernels (compile only)
+
+
+def _sum_rows(out, view):
+    for row in view:
+        for x in row:
+            out[0] += x
+
+
+def _sum_planes(out, view):
+    for plane in view:
+        for row in plane:
+            for x in row:
+                out[0] += x
+
+
+def _fill_rows(out, view):
+    view[1:, ::-1] = 2
+    view[0] = out[0]
+
+
+def _copy_rows(out, view):
+    view[1] = view[0]
+
+
+@pytest.fixture
+def compile_ptx(monkeypatch):
+    cuda = pytest.importorskip("numba.cuda")
+    pytest.importorskip("layoutkit.cuda")
+    import numba.cuda.dispatcher
+
+    if not cuda.is_available():  # as tests/test_cuda_compile.py: compute capability 9.0
+
+        class _Device:
+            compute_capability = (9, 0)
+
+        monkeypatch.setattr(numba.cuda.dispatcher, "get_current_device", lambda: _Device())
+    return lambda kernel, argument_types: cuda.compile_ptx(kernel, argument_types, cc=(9, 0))[0]
+
+
+def test_iteration_and_fills_compile_for_cuda(compile_ptx):
+    from numba import types as nt
+
+    from layoutkit._numba_view import strided_view_type
+
+    for kernel, ndim in [(_sum_rows, 2), (_sum_planes, 3), (_fill_rows, 2)]:
+        for layout in ("C", "A"):
+            view = strided_view_type(nt.float32, ndim, layout)
+            assert ".visible .entry" in compile_ptx(kernel, (nt.float64[:], view))
+    with pytest.raises(TypingError, match="not available in CUDA kernels"):
+        compile_ptx(_copy_rows, (nt.float64[:], strided_view_type(nt.float32, 2, "A")))
