@@ -29,6 +29,12 @@ In compiled code a view ``v`` supports:
 * ``v[i, j]`` loads and stores (negative indices count from the end, as in NumPy; values
   are cast to the dtype); stores into a read-only view are a ``TypingError`` saying so;
 * basic indexing with slices (any step), ``None`` and ``...``, giving a view;
+* ``v[index] = value`` where ``index`` selects a sub-view: a number fills it, a view or
+  NumPy array (``@njit`` only) is broadcast, cast and copied as NumPy assigns, through a
+  temporary where the memories may overlap (:mod:`layoutkit._numba_assign`);
+* ``for x in v`` (and ``enumerate(v)``, ``next(iter(v))``): ``v[0]``, ``v[1]``, ... as
+  NumPy iterates, elements of a 1-d view and views otherwise; iterating a 0-d view is a
+  ``TypingError`` (NumPy's ``TypeError``);
 * ``v.shape``, ``v.strides`` (elements), ``v.ndim``, ``v.size``, ``len(v)``,
   ``v.readonly`` (a constant), ``v.ptr`` (the address of element ``(0, ..., 0)``) and
   ``v.dtype`` (``numpy.empty(n, v.dtype)`` works; returned to Python it is the NumPy
