@@ -12,14 +12,14 @@ a sub-view, with NumPy's meaning.
   not broadcast input array from shape (3,) into shape (2,)"); elements are cast as
   Numba's ``ndarray.__setitem__`` casts them (to a number type the value's converts to);
   when the memory of the value and of the sub-view may overlap, the value is copied to a
-  temporary first, so ``v[1:] = v[:-1]`` shifts as in NumPy. Structured elements are
-  copied as bytes, and only between views or arrays of the same dtype.
+  temporary first, so ``v[1:] = v[:-1]`` shifts as in NumPy. Elements that are not
+  numbers (structured, datetime) are copied as bytes, only between the same dtype.
 
 What is refused is a one-line ``TypingError``: stores into a read-only view (in
 ``_numba_view``), lists and tuples (pass ``numpy.array(...)``), views or arrays in CUDA
 kernels (an overlapping value needs a temporary, which kernels cannot allocate: assign
 element by element there), element types compiled code cannot read (float16 in ``@njit``,
-ml_dtypes types, as for one element) and structured dtypes that differ.
+ml_dtypes types, as for one element) and non-number dtypes that differ.
 """
 
 import numpy as np
@@ -88,8 +88,8 @@ def check_assignment(context, target, value):
             raise TypingError(f"cannot assign a {value} to a sub-view of {target}")
     elif target.dtype != value.dtype:
         raise TypingError(
-            f"cannot assign a {value} to a sub-view of {target}: structured elements are "
-            "copied only between the same dtype"
+            f"cannot assign a {value} to a sub-view of {target}: elements that are not "
+            "numbers (structured, datetime) are copied only between the same dtype"
         )
 
 
@@ -266,7 +266,7 @@ def _copy_elements(context, builder, target_type, target, source_type, source):
                 loaded = context.unpack_value(builder, source_type.dtype, source_pointer)
                 value = context.cast(builder, loaded, source_type.dtype, dtype)
                 context.pack_value(builder, dtype, value, pointer)
-            else:  # the same structured dtype (check_assignment): its bytes
+            else:  # the same dtype, not a number (check_assignment): its bytes
                 size = _itemsize(context, target_type)
                 cgutils.raw_memcpy(builder, pointer, source_pointer, ir.Constant(int64, 1), size)
 
