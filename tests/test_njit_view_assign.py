@@ -411,3 +411,25 @@ def test_iteration_and_fills_compile_for_cuda(compile_ptx):
             assert ".visible .entry" in compile_ptx(kernel, (nt.float64[:], view))
     with pytest.raises(TypingError, match="not available in CUDA kernels"):
         compile_ptx(_copy_rows, (nt.float64[:], strided_view_type(nt.float32, 2, "A")))
+
+
+# ---------------------------------------------------------------------------------------
+# the CUDA simulator's view (plain Python: what kernels do, run without a GPU)
+
+
+def test_the_simulated_view_iterates_and_fills_as_kernels_do():
+    from layoutkit.cuda._simulator import SimulatedView
+
+    array = np.arange(24.0).reshape(2, 3, 4)[:, ::-1, 1:]
+    simulated = SimulatedView.from_view(host_view(array))
+    rows = list(simulated)
+    assert [row.shape for row in rows] == [(3, 3), (3, 3)]
+    assert [float(x) for x in simulated[1, 2]] == list(array[1, 2])
+    expected = array.copy()
+    simulated[1, ::-2] = 5  # a number fills a sub-view, as in a kernel
+    expected[1, ::-2] = 5
+    assert np.array_equal(array, expected)
+    with pytest.raises(TypeError, match="iteration over a 0-d view"):
+        iter(simulated[0, 0, 0, ...])
+    with pytest.raises(TypeError, match="not available in CUDA kernels"):
+        simulated[0] = simulated[1]  # kernels refuse to type it
