@@ -403,12 +403,14 @@ def compile_ptx(monkeypatch):
 def test_iteration_and_fills_compile_for_cuda(compile_ptx):
     from numba import types as nt
 
-    from layoutkit._numba_view import strided_view_type
+    from layoutkit._numba_view import numba_dtype, strided_view_type
 
-    for kernel, ndim in [(_sum_rows, 2), (_sum_planes, 3), (_fill_rows, 2)]:
-        for layout in ("C", "A"):
-            view = strided_view_type(nt.float32, ndim, layout)
-            assert ".visible .entry" in compile_ptx(kernel, (nt.float64[:], view))
+    for dtype in (np.float32, np.float16, np.int8):  # kernels have float16 elements
+        element = numba_dtype(np.dtype(dtype), for_cuda=True)
+        for kernel, ndim in [(_sum_rows, 2), (_sum_planes, 3), (_fill_rows, 2)]:
+            for layout in ("C", "A"):
+                view = strided_view_type(element, ndim, layout)
+                assert ".visible .entry" in compile_ptx(kernel, (nt.float64[:], view))
     with pytest.raises(TypingError, match="not available in CUDA kernels"):
         compile_ptx(_copy_rows, (nt.float64[:], strided_view_type(nt.float32, 2, "A")))
 
