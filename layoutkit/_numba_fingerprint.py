@@ -23,6 +23,7 @@ __all__ = ["FINGERPRINT", "fingerprint"]
 _SOURCES = (
     "_kernel_codes.py",
     "_kernels.py",
+    "_numba_assign.py",
     "_numba_boxing.py",
     "_numba_checks.py",
     "_numba_index.py",

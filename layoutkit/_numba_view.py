@@ -38,6 +38,12 @@ In compiled code a view ``v`` supports:
 * ``v[i, j]`` loads and stores (negative indices count from the end, as in NumPy; values
   are cast to the dtype); stores into a read-only view are a ``TypingError`` saying so;
 * basic indexing with slices (any step), ``None`` and ``...``, giving a view;
+* ``v[index] = value`` where ``index`` selects a sub-view: a number fills it, a view or
+  NumPy array (``@njit`` only) is broadcast, cast and copied as NumPy assigns, through a
+  temporary where the memories may overlap (:mod:`layoutkit._numba_assign`);
+* ``for x in v`` (and ``enumerate(v)``, ``next(iter(v))``): ``v[0]``, ``v[1]``, ... as
+  NumPy iterates, elements of a 1-d view and views otherwise; iterating a 0-d view is a
+  ``TypingError`` (NumPy's ``TypeError``);
 * ``v.shape``, ``v.strides`` (elements), ``v.ndim``, ``v.size``, ``len(v)``,
   ``v.readonly`` (a constant), ``v.ptr`` (the address of element ``(0, ..., 0)``) and
   ``v.dtype`` (``numpy.empty(n, v.dtype)`` works; returned to Python it is the NumPy
@@ -85,7 +91,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core import ir_utils as numba_ir_utils
 from numba.core.errors import NumbaError, TypingError
-from numba.core.imputils import impl_ret_borrowed
+from numba.core.imputils import impl_ret_borrowed, impl_ret_new_ref
 from numba.core.typeconv import Conversion
 from numba.core.typing.templates import AttributeTemplate, Signature
 from numba.extending import (
@@ -149,7 +155,7 @@ class _OpaqueElementModel(models.PrimitiveModel):
         super().__init__(dmm, fe_type, ir.IntType(8 * fe_type.itemsize))
 
 
-class StridedViewType(types.Type):
+class StridedViewType(types.IterableType):
     """Numba type of a strided view: dtype, ndim, layout kind, read-only, bounds checking,
     alignment.
 
@@ -268,6 +274,11 @@ class StridedViewType(types.Type):
         return _itemsize_of(self.dtype)
 
     @property
+    def iterator_type(self):
+        """The type of ``iter(view)`` (``for x in view``); a TypingError for a 0-d view."""
+        return view_iterator_type(self)
+
+    @property
     def parameter_count(self):
         """Kernel parameters of one view argument: data, shape, strides, offset, limit."""
         return 2 * self.ndim + 3
@@ -282,6 +293,42 @@ class StridedViewType(types.Type):
             int(self.boundscheck),
             int(self.aligned),
         )
+
+
+class StridedViewIterator(types.SimpleIteratorType):
+    """Numba type of ``iter(view)``: yields ``view[0]``, ``view[1]``, ... as indexing does
+    (elements of a 1-d view, sub-views of one dimension fewer otherwise).
+
+    Examples
+    --------
+    >>> from numba import types
+    >>> StridedViewType(types.float32, 2, "C").iterator_type.yield_type
+    StridedView(float32, 1d, A)
+    """
+
+    def __init__(self, view_type):
+        self.view_type = view_type
+        super().__init__(f"iter({view_type})", _item_type(view_type))
+
+    @property
+    def key(self):
+        return self.view_type
+
+
+@cache
+def view_iterator_type(view_type):
+    """Return the (cached) :class:`StridedViewIterator` of a :class:`StridedViewType`."""
+    return StridedViewIterator(view_type)
+
+
+def _item_type(view):
+    """The type of ``view[i]`` for an integer ``i`` (what iterating ``view`` yields)."""
+    if view.ndim == 0:
+        raise TypingError(f"iteration over a 0-d view ({view}), as over a 0-d array")
+    if view.ndim == 1:
+        _check_element_type(view)
+        return view.dtype
+    return view.copy(ndim=view.ndim - 1, layout="A")
 
 
 @cache
@@ -647,8 +694,22 @@ class _StridedViewModel(models.StructModel):
         super().__init__(dmm, fe_type, members)
 
 
+def _iterator_members(fe_type):
+    return [("index", types.EphemeralPointer(types.int64)), ("view", fe_type.view_type)]
+
+
+@register_model(StridedViewIterator)
+class _StridedViewIteratorModel(models.StructModel):
+    """The position of ``iter(view)`` (a pointer to a stack slot, as Numba's array
+    iterators keep it) and the view."""
+
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _iterator_members(fe_type))
+
+
 def register_cuda_model():
-    """Give views their kernel-parameter struct (no meminfo, no parent) in numba-cuda."""
+    """Give views their kernel-parameter struct (no meminfo, no parent) in numba-cuda,
+    and their iterators theirs."""
     from numba.cuda.datamodel.models import StructModel
     from numba.cuda.models import register_model as register_cuda
 
@@ -656,6 +717,11 @@ def register_cuda_model():
     class _CudaStridedViewModel(StructModel):
         def __init__(self, dmm, fe_type):
             super().__init__(dmm, fe_type, _cuda_members(fe_type))
+
+    @register_cuda(StridedViewIterator)
+    class _CudaStridedViewIteratorModel(StructModel):
+        def __init__(self, dmm, fe_type):
+            super().__init__(dmm, fe_type, _iterator_members(fe_type))
 
     @register_cuda(OpaqueElement)
     class _CudaOpaqueElementModel(_OpaqueElementModel):
@@ -978,10 +1044,12 @@ def _type_setitem(context):
             return None
         if view.readonly:
             raise TypingError(f"cannot store into {view}: the view is read-only")
-        if not plan_for_type(index, view.ndim).is_element:
-            raise TypingError(
-                f"{view}: only single elements can be assigned (index {index} selects a sub-view)"
-            )
+        plan = plan_for_type(index, view.ndim)
+        if not plan.is_element:  # a sub-view: a fill or a copy (layoutkit._numba_assign)
+            from ._numba_assign import check_assignment
+
+            check_assignment(context, view.copy(ndim=plan.ndim, layout="A"), value)
+            return Signature(types.none, (view, index, value), None)
         _check_element_type(view)
         if context.can_convert(value, view.dtype) is None:
             raise TypingError(f"cannot store a {value} into {view}")
@@ -1011,11 +1079,60 @@ def _lower_setitem(context, builder, sig, args):
     typ, index_type, value_type = sig.args
     plan = plan_for_type(index_type, typ.ndim)
     struct = cgutils.create_struct_proxy(typ)(context, builder, value=args[0])
-    shift, _, _, _ = _apply_index(context, builder, typ, struct, index_type, args[1], plan)
+    shift, offset, shape, strides = _apply_index(
+        context, builder, typ, struct, index_type, args[1], plan
+    )
+    if not plan.is_element:
+        from ._numba_assign import lower_assignment
+
+        target_type = typ.copy(ndim=plan.ndim, layout="A")
+        target = _derived_view(
+            context, builder, target_type, struct, typ, builder.gep(struct.data, [shift]),
+            shape, strides, offset,
+        )  # fmt: skip
+        lower_assignment(context, builder, target_type, target, value_type, args[2])
+        if context.enable_nrt:  # _derived_view's new reference
+            context.nrt.decref(builder, target_type, target)
+        return context.get_dummy_value()
     stored = context.cast(builder, args[2], value_type, typ.dtype)
     pointer = builder.gep(struct.data, [shift])
     context.pack_value(builder, typ.dtype, stored, pointer, typ.element_alignment)
     return context.get_dummy_value()
+
+
+# ---------------------------------------------------------------------------------------
+# iteration: for x in view (typed by StridedViewType.iterator_type)
+
+
+@lower_builtin("getiter", StridedViewType)
+def _lower_getiter(context, builder, sig, args):
+    (typ,) = sig.args
+    iterator = context.make_helper(builder, sig.return_type)
+    iterator.index = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(64), 0))
+    iterator.view = args[0]
+    if context.enable_nrt:  # the iterator holds the view (as Numba's array iterators do)
+        context.nrt.incref(builder, typ, args[0])
+    return impl_ret_new_ref(context, builder, sig.return_type, iterator._getvalue())
+
+
+@lower_builtin("iternext", StridedViewIterator)
+def _lower_iternext(context, builder, sig, args):
+    """The pair ``(view[index], index < len(view))``, a new reference, as Numba's
+    ``iternext_impl(RefType.NEW)`` makes it (written out: numba-cuda takes no lowering
+    whose function comes from a ``numba`` module, as that decorator's wrapper does)."""
+    (iterator_type,) = sig.args
+    view_type = iterator_type.view_type
+    iterator = context.make_helper(builder, iterator_type, value=args[0])
+    struct = cgutils.create_struct_proxy(view_type)(context, builder, value=iterator.view)
+    index = builder.load(iterator.index)
+    valid = builder.icmp_signed("<", index, builder.extract_value(struct.shape, 0))
+    pair = context.make_helper(builder, sig.return_type)
+    pair.second = valid
+    with builder.if_then(valid):
+        item_sig = Signature(iterator_type.yield_type, (view_type, types.int64), None)
+        pair.first = _lower_getitem(context, builder, item_sig, (iterator.view, index))
+        builder.store(builder.add(index, index.type(1)), iterator.index)
+    return pair._getvalue()
 
 
 # ---------------------------------------------------------------------------------------

@@ -694,6 +694,15 @@ class StridedMemoryView(metaclass=SealedClass):
             raise TypeError("len() of a 0-d view")
         return layout.shape[0]
 
+    def __iter__(self):
+        """``for x in view``: ``view[0]``, ``view[1]``, ... as NumPy iterates (elements of
+        a 1-d view, views of one dimension fewer otherwise); a 0-d view raises
+        ``TypeError``, as a 0-d array does."""
+        layout = self._record.layout
+        if not layout.ndim:
+            raise TypeError("iteration over a 0-d view")
+        return map(self.__getitem__, range(layout.shape[0]))
+
     # ------------------------------------------------------------------ copies
     def copy_from(self, other, stream=None, allocator=None, blocking=None):
         """Copy the elements of ``other`` into this view (see :func:`layoutkit.copy`).

@@ -192,6 +192,32 @@ def test_unaligned_loads_and_stores_are_byte_aligned_in_the_ir():
     assert _float_access_alignments(update_again) == {"8"}
 
 
+@pytest.mark.parametrize("offset", [0, 1, 3, 5])
+def test_sub_view_assignment_through_unaligned_views_matches_numpy(offset):
+    @njit
+    def assign(target, source):
+        target[1:] = source[:-1]  # the same memory: through a temporary
+        target[0] = -2.5
+
+    @njit
+    def fill(target):
+        target[::2] = 7.0
+
+    expected = at_offset(np.float64, 9, offset).copy()
+    expected[1:] = expected[:-1].copy()
+    expected[0] = -2.5
+    array = at_offset(np.float64, 9, offset)
+    assign(view_of(array), view_of(array))
+    np.testing.assert_array_equal(array, expected)
+    expected[::2] = 7.0
+    fill(view_of(array))
+    np.testing.assert_array_equal(array, expected)
+    alignment = {"8"} if array.flags.aligned else {"1"}
+    assert _float_access_alignments(fill) == alignment
+    # the overlap's temporary is a fresh (aligned) array: only its own accesses are wide
+    assert alignment <= _float_access_alignments(assign) <= {"1", "8"}
+
+
 # ------------------------------------------------------------------- derived views
 
 

@@ -133,6 +133,12 @@ class SimulatedView:
             raise TypeError("len() of a 0-d view")
         return self._shape[0]
 
+    def __iter__(self):
+        """``view[0]``, ``view[1]``, ... as compiled code iterates; TypeError if 0-d."""
+        if not self._shape:
+            raise TypeError("iteration over a 0-d view")
+        return map(self.__getitem__, range(self._shape[0]))
+
     def __getattr__(self, name):
         # what compiled code refuses (layoutkit._numba_view), refused here by name too
         why = _PYTHON_ONLY.get(name)
@@ -249,12 +255,25 @@ class SimulatedView:
         return self._derived(shape, strides, offset)
 
     def __setitem__(self, index, value):
+        """One element, or a sub-view filled with a number, as compiled kernels store
+        (a view or array value is refused there: see ``layoutkit._numba_assign``)."""
         if self._readonly:
             raise TypeError("cannot store into this view: the view is read-only")
-        plan, offset, _, _ = self._apply(index)
-        if not plan.is_element:
-            raise TypeError("only single elements can be assigned (the index selects a sub-view)")
-        self._elements[offset] = value
+        plan, offset, shape, strides = self._apply(index)
+        if plan.is_element:
+            self._elements[offset] = value
+            return
+        if not isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
+            raise TypeError(
+                "assigning a view or array to a sub-view is not available in CUDA kernels "
+                "(a number fills a sub-view); assign element by element"
+            )
+        elements = self._elements
+        itemsize = elements.itemsize
+        target = np.lib.stride_tricks.as_strided(
+            elements[offset:], shape, [stride * itemsize for stride in strides]
+        )
+        target[...] = value
 
     def __repr__(self):
         return (

@@ -140,6 +140,9 @@ _LAYOUT = [
     ("str", "str(x)", "none", "refused", "repr"),
 ]
 
+#: why CUDA kernels refuse to assign a view or array to a sub-view (a temporary)
+_NO_KERNEL_COPY = "assigning a view or array to a sub-view is not available in CUDA kernels"
+
 _VIEW = [
     ("ndim", "x.ndim", "int"),
     ("shape", "x.shape", "tuple"),
@@ -155,6 +158,12 @@ _VIEW = [
     ("[]", "x[-1, -2, -3]", "scalar"),
     ("[]", "x[1, ::-1, None]", "view"),
     ("[]=", "x[1, 2, 3] = 7.0", "none", "same", "", True),
+    ("[]=", "x[1] = 7.0", "none", "same", "", True),  # a sub-view: filled
+    ("[]=", "x[1, ::-1, None] = 7", "none", "same", "", True),
+    ("[]=", "x[1:] = x[:-1]", "none", "same", "", True, _NO_KERNEL_COPY),  # overlapping
+    ("[]=", "x[1] = x[2].view(dtype=np.int32)", "none", "same", "", True, _NO_KERNEL_COPY),  # cast
+    ("iter", "next(iter(x))", "view"),  # for y in x: x[0], x[1], ...
+    ("iter", "next(iter(x[1, 2]))", "scalar"),
     ("permuted", "x.permuted((2, 0, 1))", "view"),
     ("permuted", "x.permuted(axis_order=(2, 0, 1))", "view"),
     ("with_layout", "x.with_layout(x.layout[::-1])", "view"),
