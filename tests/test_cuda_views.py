@@ -92,6 +92,39 @@ def test_random_layouts_read_and_write_what_numpy_predicts(case):
     np.testing.assert_array_equal(read_back(), expected)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("offset", [1, 2, 3, 4, 5, 12])
+def test_unaligned_views_read_and_write_without_faults(dtype, offset):
+    """A view at a pointer that is not a multiple of its dtype's alignment: the kernel
+    loads and stores its elements byte-wise (a wide access there faults)."""
+    from layoutkit.memory import Buffer
+
+    @layoutkit.cuda.jit
+    def negate_into(view, out):
+        i = cuda.grid(1)
+        if i < view.shape[0]:
+            out[i] = view[i]
+            view[i] = -view[i]
+
+    dtype = np.dtype(dtype)
+    values = (np.arange(37) * 3 - 5).astype(dtype)
+    raw = np.zeros(values.nbytes + 32, np.uint8)
+    raw[offset : offset + values.nbytes] = values.view(np.uint8)
+    buffer, read_back = device_copy_of(raw)
+    shifted = Buffer.from_handle(buffer.ptr + offset, values.nbytes, owner=buffer)
+    view = StridedMemoryView.from_buffer(shifted, StridedLayout.dense(values.shape, dtype.itemsize), dtype)
+    assert (view.ptr % dtype.alignment == 0) == (offset % dtype.alignment == 0)
+    out = np.zeros_like(values)
+    out_buffer, read_out = device_copy_of(out)
+    out_view = device_view(out_buffer, StridedLayout.dense(out.shape, dtype.itemsize), dtype)
+    negate_into[1, 64](view, out_view)
+    cuda.synchronize()
+    np.testing.assert_array_equal(read_out(), values)
+    after = read_back()
+    np.testing.assert_array_equal(after[offset : offset + values.nbytes].view(dtype), -values)
+    assert not after[:offset].any() and not after[offset + values.nbytes :].any()
+
+
 def test_derived_views_match_numpy():
     from helpers.kernels import derived_views, expected_derived
 
@@ -242,7 +275,7 @@ def test_view_kernels_under_compute_sanitizer_memcheck():
         [
             sanitizer, "--tool", "memcheck", "--error-exitcode", "3",
             sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here),
-            "-k", "random_layouts or derived_views or prepared_launch or plain_numba_kernel",
+            "-k", "random_layouts or derived_views or prepared_launch or plain_numba_kernel or unaligned",
         ],
         capture_output=True, text=True, timeout=900, cwd=here.parent.parent,
         env=dict(os.environ),
