@@ -482,7 +482,7 @@ NO_PARAMETERS = {
     "MemoryResource": {"allocate", "deallocate"},  # abstract
     # pickling has its own hostile suite (test_fuzz_pickles); no arguments to attack
     "Buffer": {"__dlpack_device__", "__enter__", "__reduce_ex__"},
-    "StridedMemoryView": {"__dlpack_device__", "__len__", "__reduce_ex__"},
+    "StridedMemoryView": {"__dlpack_device__", "__len__", "__iter__", "__reduce_ex__"},
     "Stream": {"__enter__", "close", "sync", "__exit__", "__eq__", "__reduce_ex__",
                "__cuda_stream__", "from_handle"},  # from_handle: a valid handle needs a GPU
     "Device": {"set_current", "sync", "allocate", "create_stream", "__int__"},
