@@ -1463,8 +1463,9 @@ class BoundsCheckedView(metaclass=SealedClass):
     memory outside the view, without recompiling the function with ``boundscheck=True``.
     (``@njit(boundscheck=True)`` and ``NUMBA_BOUNDSCHECK=1`` check the indices of every
     view; in kernels, ``layoutkit.cuda.jit(boundscheck=True, debug=True)`` does.) A view
-    returned from compiled code comes back as a ``BoundsCheckedView`` too. Other
-    attributes are the wrapped view's.
+    returned from compiled code comes back as a ``BoundsCheckedView`` too, and so does a
+    sub-view taken in Python (``checked[1:]``, iteration). Other attributes are the
+    wrapped view's.
 
     Parameters
     ----------
@@ -1486,6 +1487,8 @@ class BoundsCheckedView(metaclass=SealedClass):
     Traceback (most recent call last):
     ...
     layoutkit._errors.AxisError: view index out of bounds on axis 0
+    >>> checked[1:][1], len(checked), type(checked[1:]).__name__
+    (np.float64(2.0), 3, 'BoundsCheckedView')
     """
 
     # read-only: the Numba type is made for the view given, so another view put in its
@@ -1521,5 +1524,26 @@ class BoundsCheckedView(metaclass=SealedClass):
             raise never_initialised(self, "BoundsCheckedView(view)") from None
         return getattr(view, name)
 
+    # Python's view checks every index already; these give the wrapped view's element
+    # access, with sub-views wrapped again (as compiled code returns them)
+    def __getitem__(self, index):
+        return _checked(self.view[index])
+
+    def __setitem__(self, index, value):
+        self.view[index] = value.view if issubclass(type(value), BoundsCheckedView) else value
+
+    def __len__(self):
+        return len(self.view)
+
+    def __iter__(self):
+        return map(_checked, iter(self.view))
+
     def __repr__(self):
         return f"BoundsCheckedView({self.view!r})"
+
+
+def _checked(value):
+    """``value`` as a :class:`BoundsCheckedView` if it is a view (an element stays as is)."""
+    from layoutkit.memoryview import StridedMemoryView
+
+    return BoundsCheckedView(value) if issubclass(type(value), StridedMemoryView) else value

@@ -177,6 +177,10 @@ def host_view():
     return StridedMemoryView.from_array_interface(host_array())
 
 
+def checked_view():
+    return BoundsCheckedView(host_view())
+
+
 def cai_object():
     """A CUDA array interface producer over host memory (needs a driver to import)."""
     interface = {"shape": (8,), "typestr": "<f8", "data": (Keep.ptr, False), "version": 3,
@@ -414,6 +418,14 @@ TARGETS = [
            {"stream": _const(None), "max_version": _const(None), "dl_device": _const(None),
             "copy": _const(None)}),
     Target("BoundsCheckedView", None, lambda _: BoundsCheckedView, {"view": host_view}),
+    Target("BoundsCheckedView.__getitem__", checked_view, _method("__getitem__"),
+           {"index": _const((1, 2))}, names={"index": ("indices",)},
+           numpy_same={"index": lambda v: host_array()[v]}),
+    Target("BoundsCheckedView.__setitem__", checked_view, _method("__setitem__"),
+           {"index": _const((1, 2)), "value": _const(5.0)}, no_plain=("value",),
+           names={"index": ("indices",)},
+           numpy_same={"index": lambda v: host_array().__setitem__(v, 5.0),
+                       "value": lambda v: host_array().__setitem__((1, 2), v)}),
     # -------------------------------------------------------------- Buffer
     Target("Buffer", None, lambda _: Buffer, {"args": _const(())},
            baseline_may_fail=(TypeError,), names={"args": ("Buffer",)}),
@@ -483,6 +495,7 @@ NO_PARAMETERS = {
     # pickling has its own hostile suite (test_fuzz_pickles); no arguments to attack
     "Buffer": {"__dlpack_device__", "__enter__", "__reduce_ex__"},
     "StridedMemoryView": {"__dlpack_device__", "__len__", "__iter__", "__reduce_ex__"},
+    "BoundsCheckedView": {"__len__", "__iter__"},
     "Stream": {"__enter__", "close", "sync", "__exit__", "__eq__", "__reduce_ex__",
                "__cuda_stream__", "from_handle"},  # from_handle: a valid handle needs a GPU
     "Device": {"set_current", "sync", "allocate", "create_stream", "__int__"},
@@ -640,6 +653,8 @@ def _comparable(result):
         return ("layout", plain(result))
     if isinstance(result, StridedMemoryView):
         return ("view", result.shape, result.strides, str(result.dtype), result.readonly)
+    if isinstance(result, BoundsCheckedView):
+        return ("checked", _comparable(result.view))
     if isinstance(result, Buffer):
         return ("buffer", result.size)
     if isinstance(result, float) and math.isnan(result):

@@ -703,6 +703,34 @@ def test_bounds_checked_view_is_public_and_refuses_non_views():
     assert checked.shape == (3,) and checked._numba_type_.boundscheck
 
 
+def test_bounds_checked_views_index_in_python_as_views_do():
+    array = np.arange(12.0).reshape(3, 4)
+    checked = BoundsCheckedView(host_view(array))
+    assert checked[1, 2] == 6.0 and len(checked) == 3
+    row = checked[-1, ::-2]
+    assert type(row) is BoundsCheckedView and row._numba_type_.boundscheck
+    np.testing.assert_array_equal(np.asarray(row), array[-1, ::-2])
+    rows = list(checked)
+    assert all(type(r) is BoundsCheckedView for r in rows)
+    np.testing.assert_array_equal([np.asarray(r) for r in rows], array)
+    checked[0, 0] = -1.0
+    checked[2] = BoundsCheckedView(host_view(np.full(4, 7.0)))
+    assert array[0, 0] == -1.0 and (array[2] == 7.0).all()
+    with pytest.raises(IndexError, match="out of bounds"):
+        checked[3, 0]
+    with pytest.raises(IndexError, match="out of bounds"):
+        checked[0, -5] = 1.0
+    assert first_of_rows(checked) == first_of_rows(host_view(array))
+
+
+@njit
+def first_of_rows(view):
+    total = 0.0
+    for row in view:
+        total += row[0]
+    return total
+
+
 # ---------------------------------------------------------------------------------------
 # element types: what works in @njit for every dtype layoutkit supports
 
