@@ -9,6 +9,7 @@ writes where the pointer says, so only validated views reach it.
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from layoutkit import _driver
 from layoutkit._errors import DtypeMismatchError
 from layoutkit.copy.cpu import run_host_plan
 from layoutkit.copy.plan import check_layouts, planned
+from layoutkit.interop.host import ndarray_record
 from layoutkit.memoryview import StridedMemoryView, check_memory
 
 __all__ = ["CopyAllocatorOptions", "copy"]
@@ -192,6 +194,110 @@ def _broadcast(dst_layout, src_layout):
         ) from None
 
 
+def checked_layouts(dst_layout, src_layout):
+    """The source's layouts for a copy into ``dst_layout``, or the error the copy raises.
+
+    Returns ``(src_own_layout, src_layout)``: the source without the leading extent-1
+    axes ``dst`` does not have, and that broadcast to the destination's shape.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`check_layouts` does (its ``DtypeMismatchError`` for itemsizes that
+        differ before any shape's error), or for shapes that do not broadcast.
+    """
+    src_own_layout = _without_leading_units(dst_layout, src_layout)
+    if dst_layout.itemsize != src_own_layout.itemsize:
+        check_layouts(dst_layout, src_own_layout)  # its TypeError, before any shape's error
+    broadcast = _broadcast(dst_layout, src_layout)
+    check_layouts(dst_layout, broadcast)  # a non-unique dst first: it is read-only too
+    return src_own_layout, broadcast
+
+
+#: :func:`checked_layouts` of plain ``StridedLayout`` pairs (a pure function of them; the
+#: errors are raised again each time): NumPy arrays' layouts, which ``ndarray_record``
+#: takes from a cache of its own, so a program that copies the same layouts again and
+#: again checks them once.
+_checked_plain_layouts = functools.lru_cache(maxsize=1024)(checked_layouts)
+
+
+def checked_sides(dst, src, layouts=checked_layouts):
+    """The checks of a copy between two imported sides, in the order ``copy`` makes them.
+
+    ``dst`` and ``src`` are views, or the import records of NumPy arrays (which hold the
+    same ``layout``, ``dtype`` and ``readonly``). ``layouts`` is :func:`checked_layouts`
+    or its cache for plain layouts. Returns ``(dst_layout, src_own_layout, src_layout)``.
+
+    Raises
+    ------
+    DtypeMismatchError
+        When the dtypes (or itemsizes) differ.
+    ValueError
+        When the shapes do not broadcast, or ``dst`` is not unique or is read-only.
+    """
+    dst_layout = dst.layout
+    _check_dtypes(dst, src)
+    src_own_layout, src_layout = layouts(dst_layout, src.layout)
+    if dst.readonly:
+        raise ValueError("dst is read-only")
+    return dst_layout, src_own_layout, src_layout
+
+
+#: Host copies of fewer bytes than this between NumPy arrays go to ``np.copyto`` (see
+#: :func:`copy_ndarrays`): below it NumPy's loops beat the planned copy on every layout
+#: measured; from it a transpose through the blocked kernel can be faster (256 x 256
+#: float32 transposed: 60 us against NumPy's 80; BENCHMARKS.md, "Small host copies").
+NUMPY_COPY_BYTES = 256 << 10
+#: Dtype kinds whose same-dtype ``np.copyto`` moves every byte as it is (bools, integers,
+#: floats, complex, datetimes): no references, fields or padding for NumPy to interpret.
+_NUMPY_KINDS = frozenset("biufcmM")
+_ndarray = np.ndarray
+
+
+def copy_ndarrays(dst, src):
+    """Copy between two NumPy arrays with ``np.copyto``, after the checks of ``copy``.
+
+    Only for two exact ``numpy.ndarray`` objects (no subclass's code runs) whose dtype
+    NumPy copies byte for byte, with fewer than ``NUMPY_COPY_BYTES`` bytes to write and
+    byte ranges that do not intersect. Arrays that may overlap take the general path,
+    which copies through a temporary where NumPy would copy some 1-d views element by
+    element (``a[::2] <- a[:6]``); so do arrays the import leaves to the protocol
+    (``ndarray_record`` returns None) or refuses (the general path's error names the
+    side). The checks are :func:`checked_sides`, as the general path makes them, so
+    NumPy refuses nothing here: the result, and every error, is the general path's.
+
+    Returns
+    -------
+    bool
+        Whether the copy is done (``False``: nothing was written; take the general path).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.zeros((8, 8), np.float32)
+    >>> copy_ndarrays(a, np.ones((8, 8), np.float32).T), float(a.sum())
+    (True, 64.0)
+    >>> copy_ndarrays(a[:5], a[4:-1])  # byte ranges that intersect: the general path
+    False
+    """
+    if (type(dst) is not _ndarray or type(src) is not _ndarray
+            or dst.dtype.kind not in _NUMPY_KINDS or dst.nbytes >= NUMPY_COPY_BYTES):  # fmt: skip
+        return False
+    try:
+        dst_record, src_record = ndarray_record(dst), ndarray_record(src)
+    except (BufferError, ValueError, OverflowError):  # the general path raises, naming the side
+        return False
+    if dst_record is None or src_record is None:
+        return False
+    dst_layout = checked_sides(dst_record, src_record, _checked_plain_layouts)[0]
+    if dst_layout.volume == 0:
+        return True
+    if np.may_share_memory(dst, src):  # byte ranges that intersect
+        return False
+    np.copyto(dst, src)  # the dtypes are equal: nothing to cast
+    return True
+
+
 def _span(view, layout):
     """The byte range ``[lo, hi)`` of a view's elements (``offset_bounds``), absolute."""
     low, high = layout.offset_bounds
@@ -356,6 +462,8 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
     >>> b.tolist()
     [[1, 1], [1, 1], [1, 1]]
     """
+    if stream is None and allocator is None and blocking is None and copy_ndarrays(dst, src):
+        return
     if stream is not None:  # refused before anything is imported or copied, host copies too
         _driver.stream_handle(stream)
     allocator = allocator_options(allocator)
@@ -365,15 +473,7 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
     src = as_copy_view(src, "src", stream)
     if src is not imported:  # the producer's code ran after dst's check: it may have closed it
         check_memory(dst, "dst")
-    dst_layout = dst.layout
-    src_own_layout = _without_leading_units(dst_layout, src.layout)
-    _check_dtypes(dst, src)
-    if dst_layout.itemsize != src_own_layout.itemsize:
-        check_layouts(dst_layout, src_own_layout)  # its TypeError, before any shape's error
-    src_layout = _broadcast(dst_layout, src.layout)
-    check_layouts(dst_layout, src_layout)  # a non-unique dst first: it is read-only too
-    if dst.readonly:
-        raise ValueError("dst is read-only")
+    dst_layout, src_own_layout, src_layout = checked_sides(dst, src)
     if dst_layout.volume == 0:
         return
     dst_on_device = _device_side(dst, "dst")
