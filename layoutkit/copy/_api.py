@@ -18,6 +18,7 @@ from layoutkit._errors import DtypeMismatchError
 from layoutkit.copy.cpu import run_host_plan
 from layoutkit.copy.plan import check_layouts, planned
 from layoutkit.interop.host import ndarray_record
+from layoutkit.layout import StridedLayout
 from layoutkit.memoryview import StridedMemoryView, check_memory
 
 __all__ = ["CopyAllocatorOptions", "copy"]
@@ -214,19 +215,20 @@ def checked_layouts(dst_layout, src_layout):
     return src_own_layout, broadcast
 
 
-#: :func:`checked_layouts` of plain ``StridedLayout`` pairs (a pure function of them; the
-#: errors are raised again each time): NumPy arrays' layouts, which ``ndarray_record``
-#: takes from a cache of its own, so a program that copies the same layouts again and
-#: again checks them once.
+#: :func:`checked_layouts` of plain ``StridedLayout`` pairs, a pure function of them (the
+#: errors are not kept: they are raised again each time), so a program that copies the
+#: same layouts again and again checks them once. Plain layouts only: their equality is
+#: by meaning (the same offset for every index, which is all the checks and the plan
+#: read), where a subclass's ``__eq__`` and ``__hash__`` could say anything.
 _checked_plain_layouts = functools.lru_cache(maxsize=1024)(checked_layouts)
 
 
-def checked_sides(dst, src, layouts=checked_layouts):
+def checked_sides(dst, src):
     """The checks of a copy between two imported sides, in the order ``copy`` makes them.
 
     ``dst`` and ``src`` are views, or the import records of NumPy arrays (which hold the
-    same ``layout``, ``dtype`` and ``readonly``). ``layouts`` is :func:`checked_layouts`
-    or its cache for plain layouts. Returns ``(dst_layout, src_own_layout, src_layout)``.
+    same ``layout``, ``dtype`` and ``readonly``). Returns ``(dst_layout, src_own_layout,
+    src_layout)``.
 
     Raises
     ------
@@ -235,9 +237,12 @@ def checked_sides(dst, src, layouts=checked_layouts):
     ValueError
         When the shapes do not broadcast, or ``dst`` is not unique or is read-only.
     """
-    dst_layout = dst.layout
+    dst_layout, src_layout = dst.layout, src.layout
     _check_dtypes(dst, src)
-    src_own_layout, src_layout = layouts(dst_layout, src.layout)
+    layouts = checked_layouts
+    if type(dst_layout) is StridedLayout and type(src_layout) is StridedLayout:
+        layouts = _checked_plain_layouts
+    src_own_layout, src_layout = layouts(dst_layout, src_layout)
     if dst.readonly:
         raise ValueError("dst is read-only")
     return dst_layout, src_own_layout, src_layout
@@ -289,7 +294,7 @@ def copy_ndarrays(dst, src):
         return False
     if dst_record is None or src_record is None:
         return False
-    dst_layout = checked_sides(dst_record, src_record, _checked_plain_layouts)[0]
+    dst_layout = checked_sides(dst_record, src_record)[0]
     if dst_layout.volume == 0:
         return True
     if np.may_share_memory(dst, src):  # byte ranges that intersect

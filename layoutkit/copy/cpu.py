@@ -8,6 +8,7 @@ small pool of threads (the kernel releases the GIL).
 """
 
 import ctypes
+import functools
 import os
 import threading
 
@@ -129,6 +130,16 @@ def _run_one(dst, src, shape, dst_strides, src_strides, unit):
     if _PYTHON_ONLY:
         _run_in_python(dst, src, tuple(shape), tuple(dst_strides), tuple(src_strides), unit)
         return
+    _copy_blocked(dst, src, *_kernel_arguments(tuple(shape), tuple(dst_strides),
+                                               tuple(src_strides), unit))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _kernel_arguments(shape, dst_strides, src_strides, unit):
+    """``_copy_blocked``'s arguments after the two addresses, for a coalesced problem: its
+    axes with the source's fastest last where that makes a transpose, as int64 arrays the
+    kernel only reads, and the block size. Made once per problem (a program copies the
+    same few layouts again and again; making them cost more than a small copy)."""
     shape, dst_strides, src_strides = list(shape), list(dst_strides), list(src_strides)
     fast = _source_fast_axis(shape, src_strides)
     # a row that repeats one source unit (src stride 0) is already the best inner loop
@@ -144,10 +155,9 @@ def _run_one(dst, src, shape, dst_strides, src_strides, unit):
         block_rows, block_cols = _TRANSPOSE_BLOCK[unit]
     else:
         block_rows, block_cols = shape[-2], shape[-1]
-    _copy_blocked(
-        dst, src, np.array(shape, np.int64), np.array(dst_strides, np.int64),
-        np.array(src_strides, np.int64), block_rows, block_cols, unit, UNIT_PROTOTYPES[unit],
-    )  # fmt: skip
+    return (np.array(shape, np.int64), np.array(dst_strides, np.int64),
+            np.array(src_strides, np.int64), block_rows, block_cols, unit,
+            UNIT_PROTOTYPES[unit])  # fmt: skip
 
 
 def split_problem(shape, dst_strides, src_strides, limit):
