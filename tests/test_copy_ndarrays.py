@@ -1,8 +1,8 @@
 """Host copies between NumPy arrays through ``np.copyto`` (``copy_ndarrays``): every byte
 and every error the same as the general path's.
 
-The oracle is the same call with the fast path off (``NUMPY_COPY_BYTES = 0``: the planned
-copy through layoutkit's kernel), over padded byte buffers: both buffers compared byte
+The oracle is the same call with the fast path off (``copy_ndarrays`` declining: the
+planned copy through layoutkit's kernel), over padded byte buffers: both buffers compared byte
 for byte, the source's untouched, overlapping and broadcast sources included.
 """
 
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import as_strided
 
 from layoutkit import DtypeMismatchError, HostMemoryResource, StridedLayout, StridedMemoryView
-from layoutkit.copy import _api, copy
+from layoutkit.copy import _api, copy, cpu
 from layoutkit.copy._api import copy_ndarrays
 
 #: NumPy dtypes by itemsize, all of the kinds the fast path takes (byte-swapped ones too).
@@ -34,7 +34,7 @@ DTYPES = {
 
 
 def _general(monkeypatch):
-    monkeypatch.setattr(_api, "NUMPY_COPY_BYTES", 0)  # every copy takes the planned path
+    monkeypatch.setattr(_api, "copy_ndarrays", lambda dst, src: False)  # the planned path
 
 
 def _twin(array, buffer, other):
@@ -117,11 +117,20 @@ class _Subclass(np.ndarray):
     pass
 
 
-def test_large_and_other_arrays_take_the_general_path():
+def test_large_transposes_and_other_arrays_take_the_general_path():
     small = np.zeros((8, 8), np.float32)
-    large = np.zeros(_api.NUMPY_COPY_BYTES // 4, np.float32)
     assert copy_ndarrays(small, small.T.copy())
-    assert not copy_ndarrays(large, np.ones_like(large))
+    side = 512  # 1 MiB of float32: from NUMPY_COPY_BYTES on, the plan decides
+    assert side * side * 4 >= _api.NUMPY_COPY_BYTES
+    source = np.arange(side * 2 * side, dtype=np.float32).reshape(side, 2 * side)
+    large = np.zeros((side, side), np.float32)
+    threads = cpu.HOST_THREADS > 1 and large.nbytes >= cpu.PARALLEL_BYTES
+    assert copy_ndarrays(large, source[:, ::2]) is not threads  # NumPy's rows are as fast
+    copy(large, source[:, ::2])
+    np.testing.assert_array_equal(large, source[:, ::2])
+    assert not copy_ndarrays(large, source[:, :side].T)  # the kernel's transpose blocks
+    copy(large, source[:, :side].T)
+    np.testing.assert_array_equal(large, source[:, :side].T)
     assert not copy_ndarrays(np.zeros(4, "V4"), np.ones(4, "V4"))  # bytes NumPy may interpret
     assert not copy_ndarrays(np.zeros(2, "i1,f4"), np.zeros(2, "i1,f4"))
     assert not copy_ndarrays(small.view(_Subclass), small)  # a subclass: its code may run

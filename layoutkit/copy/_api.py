@@ -15,7 +15,7 @@ import numpy as np
 
 from layoutkit import _driver
 from layoutkit._errors import DtypeMismatchError
-from layoutkit.copy.cpu import run_host_plan
+from layoutkit.copy.cpu import kernel_beats_numpy, run_host_plan
 from layoutkit.copy.plan import check_layouts, planned
 from layoutkit.interop.host import ndarray_record
 from layoutkit.layout import StridedLayout
@@ -250,8 +250,8 @@ def checked_sides(dst, src):
 
 #: Host copies of fewer bytes than this between NumPy arrays go to ``np.copyto`` (see
 #: :func:`copy_ndarrays`): below it NumPy's loops beat the planned copy on every layout
-#: measured; from it a transpose through the blocked kernel can be faster (256 x 256
-#: float32 transposed: 60 us against NumPy's 80; BENCHMARKS.md, "Small host copies").
+#: measured; from it the plan decides (:func:`~layoutkit.copy.cpu.kernel_beats_numpy`:
+#: a transpose through the blocked kernel is faster; BENCHMARKS.md, "Small host copies").
 NUMPY_COPY_BYTES = 256 << 10
 #: Dtype kinds whose same-dtype ``np.copyto`` moves every byte as it is (bools, integers,
 #: floats, complex, datetimes): no references, fields or padding for NumPy to interpret.
@@ -263,8 +263,9 @@ def copy_ndarrays(dst, src):
     """Copy between two NumPy arrays with ``np.copyto``, after the checks of ``copy``.
 
     Only for two exact ``numpy.ndarray`` objects (no subclass's code runs) whose dtype
-    NumPy copies byte for byte, with fewer than ``NUMPY_COPY_BYTES`` bytes to write and
-    byte ranges that do not intersect. Arrays that may overlap take the general path,
+    NumPy copies byte for byte, whose byte ranges do not intersect, and with fewer than
+    ``NUMPY_COPY_BYTES`` bytes to write or a plan that NumPy runs as fast
+    (:func:`~layoutkit.copy.cpu.kernel_beats_numpy`). Arrays that may overlap take the general path,
     which copies through a temporary where NumPy would copy some 1-d views element by
     element (``a[::2] <- a[:6]``); so do arrays the import leaves to the protocol
     (``ndarray_record`` returns None) or refuses (the general path's error names the
@@ -285,8 +286,7 @@ def copy_ndarrays(dst, src):
     >>> copy_ndarrays(a[:5], a[3:])  # byte ranges that intersect: the general path
     False
     """
-    if (type(dst) is not _ndarray or type(src) is not _ndarray
-            or dst.dtype.kind not in _NUMPY_KINDS or dst.nbytes >= NUMPY_COPY_BYTES):  # fmt: skip
+    if type(dst) is not _ndarray or type(src) is not _ndarray or dst.dtype.kind not in _NUMPY_KINDS:
         return False
     try:
         dst_record, src_record = ndarray_record(dst), ndarray_record(src)
@@ -294,10 +294,14 @@ def copy_ndarrays(dst, src):
         return False
     if dst_record is None or src_record is None:
         return False
-    dst_layout = checked_sides(dst_record, src_record)[0]
+    dst_layout, _, src_layout = checked_sides(dst_record, src_record)
     if dst_layout.volume == 0:
         return True
     if np.may_share_memory(dst, src):  # byte ranges that intersect
+        return False
+    if dst.nbytes >= NUMPY_COPY_BYTES and kernel_beats_numpy(
+        planned(dst_layout, src_layout, dst_record.ptr, src_record.ptr, False, False)
+    ):
         return False
     np.copyto(dst, src)  # the dtypes are equal: nothing to cast
     return True
