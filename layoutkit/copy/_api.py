@@ -425,7 +425,10 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
 
     Notes
     -----
-    Host-to-host copies are done when the call returns. A copy whose destination is
+    Host-to-host copies are done when the call returns; between two NumPy arrays that do
+    not overlap (no ``stream``, ``allocator`` or ``blocking``), ``np.copyto`` does the
+    work once the checks below have passed, except for the large transposes and threaded
+    copies layoutkit's own loops run faster (:func:`copy_ndarrays`). A copy whose destination is
     device-accessible memory is queued on ``stream``. A copy into host-only memory from
     device memory returns once the data has arrived. The waits are logged (``"Syncing
     stream <handle>"``, level DEBUG, logger ``layoutkit.copy``). A source that shares
