@@ -264,12 +264,12 @@ def copy_ndarrays(dst, src):
 
     Only for two exact ``numpy.ndarray`` objects (no subclass's code runs) whose dtype
     NumPy copies byte for byte, whose byte ranges do not intersect, and with fewer than
-    ``NUMPY_COPY_BYTES`` bytes to write or a plan that NumPy runs as fast
-    (:func:`~layoutkit.copy.cpu.kernel_beats_numpy`). Arrays that may overlap take the general path,
-    which copies through a temporary where NumPy would copy some 1-d views element by
-    element (``a[::2] <- a[:6]``); so do arrays the import leaves to the protocol
-    (``ndarray_record`` returns None) or refuses (the general path's error names the
-    side). The checks are :func:`checked_sides`, as the general path makes them, so
+    ``NUMPY_COPY_BYTES`` bytes to write or a plan that NumPy runs as fast (see
+    :func:`~layoutkit.copy.cpu.kernel_beats_numpy`). Arrays that may overlap take the
+    general path, which copies through a temporary where NumPy would copy some 1-d views
+    element by element (``a[::2] <- a[:6]``); so do arrays the import leaves to the
+    protocol (``ndarray_record`` returns None) or refuses (the general path's error names
+    the side). The checks are :func:`checked_sides`, as the general path makes them, so
     NumPy refuses nothing here: the result, and every error, is the general path's.
 
     Returns
@@ -428,8 +428,8 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
     Host-to-host copies are done when the call returns; between two NumPy arrays that do
     not overlap (no ``stream``, ``allocator`` or ``blocking``), ``np.copyto`` does the
     work once the checks below have passed, except for the large transposes and threaded
-    copies layoutkit's own loops run faster (:func:`copy_ndarrays`). A copy whose destination is
-    device-accessible memory is queued on ``stream``. A copy into host-only memory from
+    copies layoutkit's own loops run faster (:func:`copy_ndarrays`). A copy whose
+    destination is device-accessible memory is queued on ``stream``. A copy into host-only memory from
     device memory returns once the data has arrived. The waits are logged (``"Syncing
     stream <handle>"``, level DEBUG, logger ``layoutkit.copy``). A source that shares
     memory with ``dst`` is read as it was before the copy (through a temporary;
