@@ -9,13 +9,16 @@ writes where the pointer says, so only validated views reach it.
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from layoutkit import _driver
 from layoutkit._errors import DtypeMismatchError
-from layoutkit.copy.cpu import run_host_plan
+from layoutkit.copy.cpu import kernel_beats_numpy, run_host_plan
 from layoutkit.copy.plan import check_layouts, planned
+from layoutkit.interop.host import ndarray_record
+from layoutkit.layout import StridedLayout
 from layoutkit.memoryview import StridedMemoryView, check_memory
 
 __all__ = ["CopyAllocatorOptions", "copy"]
@@ -192,6 +195,118 @@ def _broadcast(dst_layout, src_layout):
         ) from None
 
 
+def checked_layouts(dst_layout, src_layout):
+    """The source's layouts for a copy into ``dst_layout``, or the error the copy raises.
+
+    Returns ``(src_own_layout, src_layout)``: the source without the leading extent-1
+    axes ``dst`` does not have, and that broadcast to the destination's shape.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`check_layouts` does (its ``DtypeMismatchError`` for itemsizes that
+        differ before any shape's error), or for shapes that do not broadcast.
+    """
+    src_own_layout = _without_leading_units(dst_layout, src_layout)
+    if dst_layout.itemsize != src_own_layout.itemsize:
+        check_layouts(dst_layout, src_own_layout)  # its TypeError, before any shape's error
+    broadcast = _broadcast(dst_layout, src_layout)
+    check_layouts(dst_layout, broadcast)  # a non-unique dst first: it is read-only too
+    return src_own_layout, broadcast
+
+
+#: :func:`checked_layouts` of plain ``StridedLayout`` pairs, a pure function of them (the
+#: errors are not kept: they are raised again each time), so a program that copies the
+#: same layouts again and again checks them once. Plain layouts only: their equality is
+#: by meaning (the same offset for every index, which is all the checks and the plan
+#: read), where a subclass's ``__eq__`` and ``__hash__`` could say anything.
+_checked_plain_layouts = functools.lru_cache(maxsize=1024)(checked_layouts)
+
+
+def checked_sides(dst, src):
+    """The checks of a copy between two imported sides, in the order ``copy`` makes them.
+
+    ``dst`` and ``src`` are views, or the import records of NumPy arrays (which hold the
+    same ``layout``, ``dtype`` and ``readonly``). Returns ``(dst_layout, src_own_layout,
+    src_layout)``.
+
+    Raises
+    ------
+    DtypeMismatchError
+        When the dtypes (or itemsizes) differ.
+    ValueError
+        When the shapes do not broadcast, or ``dst`` is not unique or is read-only.
+    """
+    dst_layout, src_layout = dst.layout, src.layout
+    _check_dtypes(dst, src)
+    layouts = checked_layouts
+    if type(dst_layout) is StridedLayout and type(src_layout) is StridedLayout:
+        layouts = _checked_plain_layouts
+    src_own_layout, src_layout = layouts(dst_layout, src_layout)
+    if dst.readonly:
+        raise ValueError("dst is read-only")
+    return dst_layout, src_own_layout, src_layout
+
+
+#: Host copies of fewer bytes than this between NumPy arrays go to ``np.copyto`` (see
+#: :func:`copy_ndarrays`): below it NumPy's loops beat the planned copy on every layout
+#: measured; from it the plan decides (:func:`~layoutkit.copy.cpu.kernel_beats_numpy`:
+#: a transpose through the blocked kernel is faster; BENCHMARKS.md, "Small host copies").
+NUMPY_COPY_BYTES = 256 << 10
+#: Dtype kinds whose same-dtype ``np.copyto`` moves every byte as it is (bools, integers,
+#: floats, complex, datetimes): no references, fields or padding for NumPy to interpret.
+_NUMPY_KINDS = frozenset("biufcmM")
+_ndarray = np.ndarray
+
+
+def copy_ndarrays(dst, src):
+    """Copy between two NumPy arrays with ``np.copyto``, after the checks of ``copy``.
+
+    Only for two exact ``numpy.ndarray`` objects (no subclass's code runs) whose dtype
+    NumPy copies byte for byte, whose byte ranges do not intersect, and with fewer than
+    ``NUMPY_COPY_BYTES`` bytes to write or a plan that NumPy runs as fast (see
+    :func:`~layoutkit.copy.cpu.kernel_beats_numpy`). Arrays that may overlap take the
+    general path, which copies through a temporary where NumPy would copy some 1-d views
+    element by element (``a[::2] <- a[:6]``); so do arrays the import leaves to the
+    protocol (``ndarray_record`` returns None) or refuses (the general path's error names
+    the side). The checks are :func:`checked_sides`, as the general path makes them, so
+    NumPy refuses nothing here: the result, and every error, is the general path's.
+
+    Returns
+    -------
+    bool
+        Whether the copy is done (``False``: nothing was written; take the general path).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.zeros((8, 8), np.float32)
+    >>> copy_ndarrays(a, np.ones((8, 8), np.float32).T), float(a.sum())
+    (True, 64.0)
+    >>> copy_ndarrays(a[:5], a[3:])  # byte ranges that intersect: the general path
+    False
+    """
+    if type(dst) is not _ndarray or type(src) is not _ndarray or dst.dtype.kind not in _NUMPY_KINDS:
+        return False
+    try:
+        dst_record, src_record = ndarray_record(dst), ndarray_record(src)
+    except (BufferError, ValueError, OverflowError):  # the general path raises, naming the side
+        return False
+    if dst_record is None or src_record is None:
+        return False
+    dst_layout, _, src_layout = checked_sides(dst_record, src_record)
+    if dst_layout.volume == 0:
+        return True
+    if np.may_share_memory(dst, src):  # byte ranges that intersect
+        return False
+    if dst.nbytes >= NUMPY_COPY_BYTES and kernel_beats_numpy(
+        planned(dst_layout, src_layout, dst_record.ptr, src_record.ptr, False, False)
+    ):
+        return False
+    np.copyto(dst, src)  # the dtypes are equal: nothing to cast
+    return True
+
+
 def _span(view, layout):
     """The byte range ``[lo, hi)`` of a view's elements (``offset_bounds``), absolute."""
     low, high = layout.offset_bounds
@@ -310,8 +425,11 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
 
     Notes
     -----
-    Host-to-host copies are done when the call returns. A copy whose destination is
-    device-accessible memory is queued on ``stream``. A copy into host-only memory from
+    Host-to-host copies are done when the call returns; between two NumPy arrays that do
+    not overlap (no ``stream``, ``allocator`` or ``blocking``), ``np.copyto`` does the
+    work once the checks below have passed, except for the large transposes and threaded
+    copies layoutkit's own loops run faster (:func:`copy_ndarrays`). A copy whose
+    destination is device-accessible memory is queued on ``stream``. A copy into host-only memory from
     device memory returns once the data has arrived. The waits are logged (``"Syncing
     stream <handle>"``, level DEBUG, logger ``layoutkit.copy``). A source that shares
     memory with ``dst`` is read as it was before the copy (through a temporary;
@@ -356,6 +474,8 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
     >>> b.tolist()
     [[1, 1], [1, 1], [1, 1]]
     """
+    if stream is None and allocator is None and blocking is None and copy_ndarrays(dst, src):
+        return
     if stream is not None:  # refused before anything is imported or copied, host copies too
         _driver.stream_handle(stream)
     allocator = allocator_options(allocator)
@@ -365,15 +485,7 @@ def copy(dst, src, stream=None, allocator=None, blocking=None):
     src = as_copy_view(src, "src", stream)
     if src is not imported:  # the producer's code ran after dst's check: it may have closed it
         check_memory(dst, "dst")
-    dst_layout = dst.layout
-    src_own_layout = _without_leading_units(dst_layout, src.layout)
-    _check_dtypes(dst, src)
-    if dst_layout.itemsize != src_own_layout.itemsize:
-        check_layouts(dst_layout, src_own_layout)  # its TypeError, before any shape's error
-    src_layout = _broadcast(dst_layout, src.layout)
-    check_layouts(dst_layout, src_layout)  # a non-unique dst first: it is read-only too
-    if dst.readonly:
-        raise ValueError("dst is read-only")
+    dst_layout, src_own_layout, src_layout = checked_sides(dst, src)
     if dst_layout.volume == 0:
         return
     dst_on_device = _device_side(dst, "dst")

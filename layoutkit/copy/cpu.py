@@ -8,6 +8,7 @@ small pool of threads (the kernel releases the GIL).
 """
 
 import ctypes
+import functools
 import os
 import threading
 
@@ -18,7 +19,7 @@ from layoutkit._jit import njit
 from layoutkit.copy._units import UNIT_PROTOTYPES, copy_bytes, load_unit, store_unit
 from layoutkit.copy.plan import HOST, MEMCPY, NONE
 
-__all__ = ["run_host_plan", "copy_problem", "split_problem"]
+__all__ = ["run_host_plan", "copy_problem", "split_problem", "kernel_beats_numpy"]
 
 #: Transpose blocks on the CPU (rows along the source's fastest axis, columns along the
 #: destination's), by unit size: tall and narrow blocks measured fastest (2-d and 3-d
@@ -106,6 +107,42 @@ def _source_fast_axis(shape, src_strides):
     return min(moving, key=lambda k: (abs(src_strides[k]), k != last))
 
 
+def _transposes(shape, src_strides, fast):
+    """Whether the kernel copies a coalesced problem in transpose blocks: the source's
+    fastest axis ``fast`` is not the destination's (the last), and the rows are not a
+    fill (a row that repeats one source unit, src stride 0, is already the best inner
+    loop)."""
+    return fast != len(shape) - 1 and not (src_strides[-1] == 0 and shape[-1] >= FILL_UNITS)
+
+
+def kernel_beats_numpy(plan):
+    """Whether running a host ``plan`` here beats ``np.copyto`` on the same arrays, for
+    copies of at least a few hundred KiB (below, NumPy's lower overhead wins everywhere).
+
+    A transpose: the kernel's blocks (256 x 256 float32: 60 us against NumPy's 80;
+    BENCHMARKS.md, "Small host copies"). A copy split over threads (``PARALLEL_BYTES``
+    with ``HOST_THREADS`` above 1). Otherwise both move the same rows: NumPy, with less
+    overhead (1 MB step-2 or reversed rows: 10-25 % less time).
+
+    Examples
+    --------
+    >>> from layoutkit import StridedLayout
+    >>> from layoutkit.copy.plan import plan_copy
+    >>> dense = StridedLayout.dense((512, 512), 4)
+    >>> kernel_beats_numpy(plan_copy(dense, dense.permuted((1, 0))))
+    True
+    >>> kernel_beats_numpy(plan_copy(dense, StridedLayout.dense((512, 1024), 4)[:, ::2]))
+    False
+    """
+    if plan.method == NONE:
+        return False
+    if HOST_THREADS > 1 and plan.volume * plan.unit >= PARALLEL_BYTES:
+        return True
+    return plan.method == HOST and _transposes(
+        plan.shape, plan.src_strides, _source_fast_axis(plan.shape, plan.src_strides)
+    )
+
+
 def _unit_array(address, shape, strides, unit):
     """A NumPy array of ``unit``-byte void items over host memory at ``address``."""
     low = sum(min(0, (e - 1) * s) for e, s in zip(shape, strides, strict=True))
@@ -129,10 +166,19 @@ def _run_one(dst, src, shape, dst_strides, src_strides, unit):
     if _PYTHON_ONLY:
         _run_in_python(dst, src, tuple(shape), tuple(dst_strides), tuple(src_strides), unit)
         return
+    _copy_blocked(dst, src, *_kernel_arguments(tuple(shape), tuple(dst_strides),
+                                               tuple(src_strides), unit))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _kernel_arguments(shape, dst_strides, src_strides, unit):
+    """``_copy_blocked``'s arguments after the two addresses, for a coalesced problem: its
+    axes with the source's fastest last where that makes a transpose, as int64 arrays the
+    kernel only reads, and the block size. Made once per problem (a program copies the
+    same few layouts again and again; making them cost more than a small copy)."""
     shape, dst_strides, src_strides = list(shape), list(dst_strides), list(src_strides)
     fast = _source_fast_axis(shape, src_strides)
-    # a row that repeats one source unit (src stride 0) is already the best inner loop
-    transpose = fast != len(shape) - 1 and not (src_strides[-1] == 0 and shape[-1] >= FILL_UNITS)
+    transpose = _transposes(shape, src_strides, fast)
     if transpose:
         for axes in (shape, dst_strides, src_strides):
             axes.insert(len(axes) - 1, axes.pop(fast))
@@ -144,10 +190,9 @@ def _run_one(dst, src, shape, dst_strides, src_strides, unit):
         block_rows, block_cols = _TRANSPOSE_BLOCK[unit]
     else:
         block_rows, block_cols = shape[-2], shape[-1]
-    _copy_blocked(
-        dst, src, np.array(shape, np.int64), np.array(dst_strides, np.int64),
-        np.array(src_strides, np.int64), block_rows, block_cols, unit, UNIT_PROTOTYPES[unit],
-    )  # fmt: skip
+    return (np.array(shape, np.int64), np.array(dst_strides, np.int64),
+            np.array(src_strides, np.int64), block_rows, block_cols, unit,
+            UNIT_PROTOTYPES[unit])  # fmt: skip
 
 
 def split_problem(shape, dst_strides, src_strides, limit):
