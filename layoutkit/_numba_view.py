@@ -146,7 +146,9 @@ class OpaqueElement(types.Type):
 
     @property
     def key(self):
-        return self.dtype_name, self.itemsize
+        # Numba interns types by key: the alignment too tells two of them apart (equal
+        # sub-array dtypes of aligned and packed structs, named alike by str(dtype))
+        return self.dtype_name, self.itemsize, self.alignment
 
 
 @register_model(OpaqueElement)
@@ -402,7 +404,44 @@ def _itemsize_of(dtype):
     return numpy_support.as_dtype(dtype).itemsize
 
 
-@cache
+_VOID = np.dtypes.VoidDType
+
+
+def dtype_key(dtype):
+    """``dtype`` as a cache key of what depends on its Numba element type.
+
+    That is the dtype itself, but for a void dtype (structured, sub-array): NumPy's dtype
+    equality ignores whether a structured dtype is an aligned struct (``align=True``), at
+    any depth, so two such dtypes compare and hash equal, yet Numba makes an aligned
+    ``Record`` of one and an unaligned one of the other, and their alignments differ. A
+    void dtype's key adds its alignment and aligned-struct flag, and those of every void
+    dtype in it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fields = {"names": ["a", "b"], "formats": ["f8", "i8"]}
+    >>> packed, aligned = np.dtype(fields), np.dtype(fields, align=True)
+    >>> packed == aligned, dtype_key(packed) == dtype_key(aligned)
+    (True, False)
+    >>> dtype_key(np.dtype(np.float32))
+    dtype('float32')
+    """
+    if type(dtype) is not _VOID:
+        return dtype
+    return (dtype, *_void_flags(dtype))
+
+
+def _void_flags(dtype):
+    base = dtype.base  # a sub-array's element dtype, else the dtype itself
+    flags = [dtype.alignment, base.isalignedstruct]
+    if base.fields is not None:
+        for field in base.fields.values():
+            if type(field[0]) is _VOID:
+                flags.extend(_void_flags(field[0]))
+    return flags
+
+
 def numba_dtype(dtype, for_cuda=False):
     """The Numba element type of a NumPy dtype (``for_cuda``: numba-cuda's, with bfloat16).
 
@@ -413,6 +452,12 @@ def numba_dtype(dtype, for_cuda=False):
     whose elements are an array structure in compiled code, not the element's 24 bytes,
     so a view of them would load and step through memory by that structure.
     """
+    return _numba_dtype(dtype_key(dtype), for_cuda)
+
+
+@cache
+def _numba_dtype(key, for_cuda):
+    dtype = key[0] if type(key) is tuple else key
     if dtype.subdtype is not None:
         return OpaqueElement(str(dtype), dtype.itemsize, dtype.alignment)
     if for_cuda:
@@ -463,20 +508,60 @@ def view_numba_type(view, boundscheck=False, for_cuda=False):
     """
     dtype = view.dtype
     if dtype is None:
-        raise TypeError(
-            "a view without a dtype cannot be passed to compiled code; give it one with "
-            "view.view(dtype=...)"
-        )
-    layout = view.layout
-    # keyed by what decides the type (NumPy dtypes hash in C): no Numba type is hashed
+        raise _without_dtype()
+    return cached_view_type(
+        dtype, view.layout, bool(view.readonly), is_aligned(view.ptr, dtype), bool(boundscheck),
+        bool(for_cuda),
+    )  # fmt: skip
+
+
+def _without_dtype():
+    return TypeError(
+        "a view without a dtype cannot be passed to compiled code; give it one with "
+        "view.view(dtype=...)"
+    )
+
+
+def cached_view_type(dtype, layout, readonly, aligned, boundscheck=False, for_cuda=False):
+    """The :class:`StridedViewType` of a view of ``dtype`` elements laid out as ``layout``.
+
+    Looked up in a dict keyed by plain values, the ones that decide the type: the NumPy
+    dtype (its hash is computed in C and kept on it; :func:`dtype_key`), the number of
+    dimensions, the layout's two contiguity flags (read from the slots the
+    layout fills on first use, so a layout already analysed is not analysed again), and
+    the four flags. No Numba type is hashed.
+
+    Parameters
+    ----------
+    dtype : numpy.dtype
+        The element type.
+    layout : StridedLayout
+        A plain StridedLayout (views hold no subclass: see ``plain_layout``).
+    readonly, aligned, boundscheck, for_cuda : bool
+        As :func:`strided_view_type` has them (``aligned``: :func:`is_aligned`);
+        ``for_cuda`` as :func:`numba_dtype`. Bools (``bool(x)`` of anything else): the
+        type is made from the values given.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from layoutkit import StridedLayout
+    >>> f_order = StridedLayout.dense((2, 3), 4, "F")
+    >>> cached_view_type(np.dtype(np.float32), f_order, True, True)
+    StridedView(float32, 2d, F, readonly)
+    >>> cached_view_type(np.dtype(np.float32), f_order[:, ::2], False, False)
+    StridedView(float32, 2d, A, unaligned)
+    """
+    if layout._order is None:
+        layout.is_contiguous_c  # noqa: B018 (fills _is_c and _is_f, from one analysis)
     key = (
-        dtype, len(layout.shape), layout.is_contiguous_c, layout.is_contiguous_f,
-        bool(view.readonly), bool(boundscheck), bool(for_cuda), is_aligned(view.ptr, dtype),
+        dtype_key(dtype), len(layout._shape), layout._is_c, layout._is_f, readonly, boundscheck,
+        aligned, for_cuda,
     )  # fmt: skip
     numba_type = _VIEW_TYPES.get(key)
     if numba_type is None:
         numba_type = _VIEW_TYPES[key] = strided_view_type(
-            numba_dtype(dtype, for_cuda), key[1], layout_kind(layout), key[4], key[5], key[7]
+            numba_dtype(dtype, for_cuda), key[1], layout_kind(layout), *key[4:7]
         )
     return numba_type
 
@@ -491,11 +576,15 @@ def buffer_limit(view):
     from a producer). The buffer made on demand for an imported view ends after the
     view's last element.
     """
-    layout = view.layout
-    buffer = getattr(view, "_buffer", None)  # only a buffer already made can be larger
+    # only a buffer already made can be larger
+    return _buffer_limit(view.layout, getattr(view, "_buffer", None))
+
+
+def _buffer_limit(layout, buffer):
+    """:func:`buffer_limit` of a view's layout and buffer (``None``: not made)."""
     if buffer is not None:
         return buffer.size // layout.itemsize
-    return layout.max_offset + 1
+    return layout.offset_bounds[1] + 1  # max_offset + 1
 
 
 def view_arguments(view):
@@ -507,7 +596,7 @@ def view_arguments(view):
     Examples
     --------
     >>> from types import SimpleNamespace as NS
-    >>> layout = NS(shape=(2, 3), _strides=(3, 1), slice_offset=4, max_offset=9, itemsize=8)
+    >>> layout = NS(shape=(2, 3), _strides=(3, 1), slice_offset=4, offset_bounds=(4, 9), itemsize=8)
     >>> view_arguments(NS(ptr=1000, layout=layout, _buffer=None))
     (1000, 2, 3, 3, 1, 4, 10)
     """
@@ -573,42 +662,31 @@ def view_record(view):
     The values are ``flags, data, offset, limit, *shape, *strides``; the unboxer reads
     them straight from the bytes object. A view never changes its pointer, layout, dtype,
     read-only flag or device, so the record is kept on the view (``_numba_record``); only
-    whether its buffer was closed is checked at every call.
+    whether its buffer was closed is checked at every call. Everything is read from the
+    view's import record and the layout's slots, which hold it already: this runs for
+    every new view passed to compiled code.
     """
     record = getattr(view, "_numba_record", None)
     if record is not None:
         return record
-    check_memory(view, "view argument")  # closed before its device was known: BufferError
-    layout = view.layout
-    shape = layout.shape
-    ndim = len(shape)
-    flags = 0
-    if view._where()[2]:  # host-accessible (no Buffer made for it)
-        flags |= _HOST_ACCESSIBLE
-    packer = _PACKERS.get(ndim)
-    if packer is None:
-        packer = _PACKERS[ndim] = struct.Struct(f"={_HEADER + 2 * ndim}q")
-    # the view type, looked up as view_numba_type does (inlined: this runs for every new view)
-    dtype = view.dtype
-    readonly = bool(view.readonly)
-    ptr = view.ptr
-    numba_type = None
-    if dtype is not None:
-        key = (
-            dtype, ndim, layout.is_contiguous_c, layout.is_contiguous_f, readonly, False, False,
-            is_aligned(ptr, dtype),
-        )  # fmt: skip
-        numba_type = _VIEW_TYPES.get(key)
-    if numba_type is None:
-        numba_type = view_numba_type(view)
-    record = view._numba_record = (
-        numba_type,
-        packer.pack(flags, ptr, layout.slice_offset, buffer_limit(view), *shape, *layout._strides),
-    )
+    if view._buffer is not None:  # (check_memory refuses nothing else of a view)
+        check_memory(view, "view argument")  # closed before its device was known: BufferError
+    imported = view._record
+    dtype = imported.dtype
+    if dtype is None:
+        raise _without_dtype()
+    layout = imported.layout
+    ptr = imported.ptr
+    numba_type = cached_view_type(dtype, layout, imported.readonly, is_aligned(ptr, dtype))
+    flags = _HOST_ACCESSIBLE if view._where()[2] else 0  # (may make the buffer: read after)
+    # shape and strides: the int64s the layout holds already (its packed array may go on)
+    shape_strides = (layout._packed or layout._lay()).tobytes()[: 16 * len(layout._shape)]
+    header = _PACK_HEADER(flags, ptr, layout._offset, _buffer_limit(layout, view._buffer))
+    record = view._numba_record = (numba_type, header + shape_strides)
     return record
 
 
-_PACKERS = {}  # ndim -> struct.Struct of a record's int64 values
+_PACK_HEADER = struct.Struct(f"{_HEADER}q").pack  # native int64s, as the unboxer reads them
 
 
 def _not_a_view(obj):

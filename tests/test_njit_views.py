@@ -12,10 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import njit
 from numba.core.errors import TypingError
+from numba.np import numpy_support
 from numba.typed import List
 
 from layoutkit import AxisError, BoundsCheckedView
-from layoutkit._numba_view import StridedViewType, check_view_accessible, view_numba_type
+from layoutkit._numba_view import (
+    StridedViewType,
+    check_view_accessible,
+    numba_dtype,
+    strided_view_type,
+    view_numba_type,
+)
 from layoutkit.layout import StridedLayout
 from layoutkit.memory import HostMemoryResource
 from layoutkit.memoryview import StridedMemoryView
@@ -287,6 +294,84 @@ def test_numba_type_records_static_structure():
     array.setflags(write=False)
     assert view_numba_type(host_view(array)).readonly
     assert view_numba_type(host_view(array), boundscheck=True).boundscheck
+
+
+def test_fresh_views_alike_in_shape_get_the_types_of_their_own_properties():
+    """The type cache is keyed by plain values: a fresh view of the same shape and dtype
+    as views typed before, but read-only, unaligned or of another layout kind, gets its
+    own type (NumPy's flags are the oracle), in the first round and from the cache."""
+    raw = np.zeros(8 * 12 + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+
+    def arrays():
+        for offset in (0, 1):  # an aligned and an unaligned pointer
+            base = raw[start + offset : start + offset + 8 * 12].view(np.float64).reshape(3, 4)
+            for array in (base, base.T, base[:, ::2]):
+                for writeable in (True, False):
+                    array = array.view()
+                    array.setflags(write=writeable)
+                    yield array
+
+    for _ in range(2):
+        for array in arrays():
+            typ = host_view(array)._numba_type_
+            flags = array.flags
+            kind = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+            assert typ == strided_view_type(
+                numba_dtype(array.dtype), array.ndim, kind, not flags.writeable, False,
+                flags.aligned,
+            ), array.strides  # fmt: skip
+    assert len({host_view(array)._numba_type_ for array in arrays()}) == 12
+
+
+def test_equal_dtypes_of_aligned_and_packed_structs_get_their_own_element_types():
+    """NumPy's dtype equality ignores ``align=True`` (at any depth): the two dtypes hash
+    alike, but Numba's element types differ (aligned or not, alignment 8 or 1). Numba's
+    own conversion, uncached, is the oracle, in both orders of first use."""
+    fields = {"names": ["a", "b"], "formats": ["f8", "i8"]}
+    packed, aligned = np.dtype(fields), np.dtype(fields, align=True)
+    wrappers = (
+        lambda d: d,
+        lambda d: np.dtype([("x", d), ("y", "u1")]),  # nested
+        lambda d: np.dtype([("x", d, (2,))]),  # a sub-array field of them
+        lambda d: np.dtype((d, (2,))),  # a sub-array element: an opaque element type
+    )
+    for wrap in wrappers:
+        for order in ((packed, aligned), (aligned, packed)):
+            for dtype in map(wrap, order):
+                assert wrap(packed) == wrap(aligned)
+                buffer = HostMemoryResource().allocate(3 * dtype.itemsize)
+                layout = StridedLayout.dense((3,), dtype.itemsize)
+                view = StridedMemoryView.from_buffer(buffer, layout, dtype)  # not expanded
+                element = view._numba_type_.dtype
+                if dtype.subdtype is None:
+                    assert element == numpy_support.from_dtype(dtype), dtype
+                else:
+                    assert element.alignment == dtype.alignment, dtype
+
+
+@njit(cache=True)
+def _read_layout(view):
+    return view.shape, view.strides, view._slice_offset, view[1, 0, 1]
+
+
+def test_a_layout_whose_packed_array_goes_on_is_read_right():
+    """A dense layout in a given stride order keeps the order after shape and strides in
+    its packed int64 array, which the view's record takes only the first part of."""
+    layout = StridedLayout.dense((2, 3, 4), 8, stride_order=(2, 0, 1))
+    assert len(layout._lay()) > 2 * layout.ndim  # the case this test is about
+    buffer = HostMemoryResource().allocate(8 * 24)
+    view = StridedMemoryView.from_buffer(buffer, layout, np.float64)
+    array = np.asarray(view)
+    array[...] = np.arange(24.0).reshape(2, 3, 4)
+    assert _read_layout(view) == (layout.shape, layout.strides, 0, array[1, 0, 1])
+    # a read-only view's layout is not analysed when the view is made: typing does it
+    sliced = StridedMemoryView.from_buffer(buffer, layout[:, ::-2], np.float64, True)
+    assert sliced.layout._order is None
+    expected = array[:, ::-2]
+    assert _read_layout(sliced) == (
+        expected.shape, sliced.strides, sliced.layout.slice_offset, expected[1, 0, 1]
+    )
 
 
 def test_layout_kind_must_be_known():
