@@ -83,6 +83,7 @@ of a read-only view, element access is a typing error.
 """
 
 import operator
+import struct
 from functools import cache
 
 import numpy as np
@@ -654,20 +655,17 @@ def _is_host_accessible(view):
 
 _HOST_ACCESSIBLE = 1  # bit of the record's flags word
 _HEADER = 4  # flags, data, offset, limit; then shape and strides
-_RECORD_SIZE = 1 + _HEADER + 2  # the type, the header, the shape and strides tuples
 
 
 def view_record(view):
-    """``(numba type, flags, data, offset, limit, shape, strides)`` of a view for ``@njit``,
-    made once per view.
+    """``(numba type, packed int64 values)`` of a view for ``@njit``, made once per view.
 
-    The unboxer reads the ints (int64s: ``shape`` and ``strides`` are the layout's own
-    tuples) from the tuple, checking its size and theirs. A view never changes its
-    pointer, layout, dtype, read-only flag or device, so the record is kept on the view
-    (``_numba_record``); only whether its buffer was closed is checked at every call.
-    Everything is read from the view's import record and the layout's slots, which hold
-    it already, and nothing is packed: this runs for every new view passed to compiled
-    code.
+    The values are ``flags, data, offset, limit, *shape, *strides``; the unboxer reads
+    them straight from the bytes object. A view never changes its pointer, layout, dtype,
+    read-only flag or device, so the record is kept on the view (``_numba_record``); only
+    whether its buffer was closed is checked at every call. Everything is read from the
+    view's import record and the layout's slots, which hold it already: this runs for
+    every new view passed to compiled code.
     """
     record = getattr(view, "_numba_record", None)
     if record is not None:
@@ -682,11 +680,14 @@ def view_record(view):
     ptr = imported.ptr
     numba_type = cached_view_type(dtype, layout, imported.readonly, is_aligned(ptr, dtype))
     flags = _HOST_ACCESSIBLE if view._where()[2] else 0  # (may make the buffer: read after)
-    record = view._numba_record = (
-        numba_type, flags, ptr, layout._offset, _buffer_limit(layout, view._buffer),
-        layout._shape, layout._strides,
-    )  # fmt: skip
+    # shape and strides: the int64s the layout holds already (its packed array may go on)
+    shape_strides = (layout._packed or layout._lay()).tobytes()[: 16 * len(layout._shape)]
+    header = _PACK_HEADER(flags, ptr, layout._offset, _buffer_limit(layout, view._buffer))
+    record = view._numba_record = (numba_type, header + shape_strides)
     return record
+
+
+_PACK_HEADER = struct.Struct(f"{_HEADER}q").pack  # native int64s, as the unboxer reads them
 
 
 def _not_a_view(obj):
@@ -856,34 +857,6 @@ def _record_for_unbox(view):
     return view_record(view)
 
 
-def _read_record(c, objects, view, record, ndim, slots):
-    """Store a view record's int64s (header, shape, strides) in ``slots``, or raise
-    ``_malformed_record``'s TypeError where ``record`` is not one this module made for a
-    view of ``ndim`` dimensions (a hostile or stale attribute): a tuple of
-    ``_RECORD_SIZE`` items whose shape and strides are tuples of ``ndim`` ints."""
-    builder = c.builder
-    pyapi = c.pyapi
-
-    def has_size(items, size):  # PyTuple_Size is -1 (an error set) for what is no tuple
-        return builder.icmp_signed("==", pyapi.tuple_size(items), pyapi.py_ssize_t(size))
-
-    right = cgutils.alloca_once_value(builder, has_size(record, _RECORD_SIZE))
-    with builder.if_then(builder.load(right), likely=True):
-        shape = pyapi.tuple_getitem(record, 1 + _HEADER)  # borrowed, as every item here
-        strides = pyapi.tuple_getitem(record, 2 + _HEADER)
-        builder.store(builder.and_(has_size(shape, ndim), has_size(strides, ndim)), right)
-        with builder.if_then(builder.load(right), likely=True):
-            items = [pyapi.tuple_getitem(record, 1 + position) for position in range(_HEADER)]
-            items += [pyapi.tuple_getitem(shape, axis) for axis in range(ndim)]
-            items += [pyapi.tuple_getitem(strides, axis) for axis in range(ndim)]
-            for item, slot in zip(items, slots):
-                builder.store(pyapi.long_as_longlong(item), slot)
-            builder.store(builder.not_(failed(c)), right)  # no item beyond int64, or no int
-    with builder.if_then(builder.not_(builder.load(right)), likely=False):
-        pyapi.err_clear()
-        call_python(c, objects, _malformed_record, [view])
-
-
 @unbox(StridedViewType)
 def _unbox_view(typ, obj, c):
     builder = c.builder
@@ -904,7 +877,19 @@ def _unbox_view(typ, obj, c):
             builder.store(call_python(c, objects, _record_for_unbox, [view]), record)
     values = [cgutils.alloca_once_value(builder, ir.Constant(int64, 0)) for _ in range(count)]
     with builder.if_then(builder.not_(failed(c)), likely=True):
-        _read_record(c, objects, view, builder.load(record), typ.ndim, values)
+        packed = c.pyapi.tuple_getitem(builder.load(record), 1)  # borrowed
+        with builder.if_then(cgutils.is_not_null(builder, packed), likely=True):
+            size_type = ir.FunctionType(c.pyapi.py_ssize_t, [c.pyapi.pyobj])
+            size = builder.call(c.pyapi._get_function(size_type, name="PyBytes_Size"), [packed])
+            right = builder.icmp_signed("==", size, size.type(8 * count))
+            with builder.if_else(right, likely=True) as (good, bad):
+                with good:
+                    words = builder.bitcast(c.pyapi.bytes_as_string(packed), int64.as_pointer())
+                    for position, slot in enumerate(values):
+                        builder.store(builder.load(builder.gep(words, [int64(position)])), slot)
+                with bad:  # not a record this unboxer made (a hostile or stale attribute)
+                    c.pyapi.err_clear()
+                    call_python(c, objects, _malformed_record, [view])
     values = [builder.load(slot) for slot in values]
     # the buffer is checked at every call: it may have been closed since the record was made
     with builder.if_then(builder.not_(failed(c)), likely=True):

@@ -263,8 +263,10 @@ def njit_argument_claiming_the_view_type_is_not_trusted():
     """Any object may claim a view's Numba type through ``_numba_type_``: one doing so with
     a forged ``_numba_record`` (data at address 8) was unboxed from it and read there
     (segfault). Unboxing checks the class first, in cached code as well."""
+    import struct
+
     real = host_view(np.arange(10.0))
-    forged = (real._numba_type_, 1, 8, 0, 10, (10,), (1,))
+    forged = (real._numba_type_, struct.pack("=6q", 1, 8, 0, 10, 10, 1))
     duck = type("Duck", (), {"_numba_type_": real._numba_type_, "_buffer": None,
                              "_numba_record": forged})()  # fmt: skip
     for function, args in ((_cached_first, ()), (_get, (0,))):

@@ -330,6 +330,7 @@ def objects_claiming_a_layout_or_view_class_are_not_trusted_by_compiled_code():
     ``BoundsCheckedView`` unboxed a claimed view's ``_numba_record`` (the pointer of a
     1-element array with 65536 elements) and wrote past it (a segfault)."""
     import array
+    import struct
 
     from numba import njit
 
@@ -337,8 +338,10 @@ def objects_claiming_a_layout_or_view_class_are_not_trusted_by_compiled_code():
 
     small = np.zeros(1)
     real = StridedMemoryView.from_dlpack(small)
-    record = _record_for_unbox(StridedMemoryView.from_dlpack(np.zeros(1 << 16)))
-    record = (*record[:2], small.ctypes.data, *record[3:])  # the data pointer
+    numba_type, packed = _record_for_unbox(StridedMemoryView.from_dlpack(np.zeros(1 << 16)))
+    values = list(struct.unpack(f"={len(packed) // 8}q", packed))
+    values[1] = small.ctypes.data
+    record = (numba_type, struct.pack(f"={len(values)}q", *values))
 
     def claiming(cls, attributes, target):
         namespace = {

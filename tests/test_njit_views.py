@@ -22,7 +22,6 @@ from layoutkit._numba_view import (
     numba_dtype,
     strided_view_type,
     view_numba_type,
-    view_record,
 )
 from layoutkit.layout import StridedLayout
 from layoutkit.memory import HostMemoryResource
@@ -920,26 +919,10 @@ def test_calls_and_returned_views_leak_no_reference():
 def test_a_tampered_record_is_refused_not_read():
     view = host_view(np.arange(4.0))
     describe(view)
-    view._numba_record = (view._numba_record[0], b"\0" * 8)  # the size of no record
+    view._numba_record = (view._numba_record[0], b"\0" * 8)  # too short for a 1-d view
     with pytest.raises(TypeError, match="_numba_record of this StridedMemoryView object was not"):
         describe(view)
-    view._numba_record = (view._numba_record[0], "not a tuple of ints")
-    with pytest.raises(TypeError, match="was not made by layoutkit"):
-        describe(view)
-    view._numba_record = None
-    record = view_record(view)
-    assert describe(view) == ((4,), (1,), 1, 4)
-    for position, item in (
-        (5, (4, 1)),  # a shape of another ndim
-        (6, [1]),  # strides that are not a tuple
-        (6, ("1",)),  # a stride that is not an int
-        (2, 1 << 64),  # a pointer beyond int64
-        (4, None),  # a limit that is not an int
-    ):
-        view._numba_record = record[:position] + (item,) + record[position + 1 :]
-        with pytest.raises(TypeError, match="was not made by layoutkit"):
-            describe(view)
-    view._numba_record = record + (0,)  # one item too many
+    view._numba_record = (view._numba_record[0], "not bytes")
     with pytest.raises(TypeError, match="was not made by layoutkit"):
         describe(view)
 
