@@ -433,6 +433,7 @@ def dtype_key(dtype):
 
 
 def _void_flags(dtype):
+    """:func:`dtype_key`'s flags of a void dtype, depth first."""
     base = dtype.base  # a sub-array's element dtype, else the dtype itself
     flags = [dtype.alignment, base.isalignedstruct]
     if base.fields is not None:
@@ -539,8 +540,8 @@ def cached_view_type(dtype, layout, readonly, aligned, boundscheck=False, for_cu
         A plain StridedLayout (views hold no subclass: see ``plain_layout``).
     readonly, aligned, boundscheck, for_cuda : bool
         As :func:`strided_view_type` has them (``aligned``: :func:`is_aligned`);
-        ``for_cuda`` as :func:`numba_dtype`. Bools (``bool(x)`` of anything else): the
-        type is made from the values given.
+        ``for_cuda`` as :func:`numba_dtype`. Bools: the key holds them as given
+        (:func:`view_numba_type` converts its arguments).
 
     Examples
     --------
@@ -597,7 +598,8 @@ def view_arguments(view):
     Examples
     --------
     >>> from types import SimpleNamespace as NS
-    >>> layout = NS(shape=(2, 3), _strides=(3, 1), slice_offset=4, offset_bounds=(4, 9), itemsize=8)
+    >>> layout = NS(shape=(2, 3), _strides=(3, 1), slice_offset=4, offset_bounds=(4, 9),
+    ...             itemsize=8)
     >>> view_arguments(NS(ptr=1000, layout=layout, _buffer=None))
     (1000, 2, 3, 3, 1, 4, 10)
     """

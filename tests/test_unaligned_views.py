@@ -404,6 +404,22 @@ def test_import_records_of_one_layout_are_typed_by_their_pointer():
     assert types_seen == [aligned, unaligned, aligned, unaligned]
 
 
+def test_import_records_of_equal_struct_dtypes_get_their_own_element_types():
+    """An aligned-struct dtype and its packed twin compare (and hash) equal in NumPy:
+    kernel arguments of one layout and pointer get the element type of their own."""
+    from layoutkit.cuda._kernel import _record_argument
+    from layoutkit.interop.record import ImportRecord
+    from layoutkit.layout import StridedLayout
+
+    fields = {"names": ["a", "b"], "formats": ["f8", "i8"]}
+    managed = layoutkit._driver.Location(0, True, True, True)
+    layout = StridedLayout.dense((4,), 16)
+    for dtype in (np.dtype(fields), np.dtype(fields, align=True), np.dtype(fields)):
+        record = ImportRecord(4096, layout, dtype, managed, False, None, None, None)
+        element = _record_argument(record, "argument 0", lambda: 0, False)._numba_type_.dtype
+        assert element == numpy_support.from_dtype(dtype), dtype
+
+
 def test_a_kernel_prepared_for_aligned_views_refuses_unaligned_ones():
     aligned = view_type("f4", 2, "C")
     unaligned = aligned.copy(aligned=False)

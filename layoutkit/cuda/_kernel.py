@@ -8,7 +8,7 @@ import types
 
 import numpy as np
 
-from layoutkit._numba_view import is_aligned, view_arguments, view_numba_type
+from layoutkit._numba_view import dtype_key, is_aligned, view_arguments, view_numba_type
 from layoutkit.cuda._extension import LaunchArgument, ViewArgumentHandler, launch_argument
 from layoutkit.cuda._launcher import launch_configuration
 from layoutkit.interop.fastpaths import reader_for
@@ -379,7 +379,9 @@ def _record_argument(record, name, current_device_id, boundscheck):
     layout = record.layout
     # alignment too: a kernel typed for an aligned pointer faults on a misaligned one
     dtype = record.dtype
-    key = (id(layout), dtype, record.readonly, boundscheck, is_aligned(record.ptr, dtype))
+    # dtype_key: an aligned-struct dtype and its packed twin compare equal
+    aligned = is_aligned(record.ptr, dtype)
+    key = (id(layout), dtype_key(dtype), record.readonly, boundscheck, aligned)
     known = _types.get(key)
     if known is None:
         if len(_types) >= 1024:
