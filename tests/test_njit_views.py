@@ -432,6 +432,17 @@ def test_view_of_closed_buffer_is_refused():
         describe(view)
 
 
+def test_a_view_closed_before_its_first_call_is_refused():
+    """No record is made of a view whose buffer is closed (its fast path reads the view's
+    buffer only when one was made: this one was)."""
+    buffer = HostMemoryResource().allocate(48)
+    view = StridedMemoryView.from_buffer(buffer, StridedLayout.dense((2, 3), 8), np.float64)
+    buffer.close()
+    with pytest.raises(BufferError, match="view argument: the view's buffer is closed"):
+        describe(view)
+    assert view._numba_record is None
+
+
 @njit(cache=True)
 def layout_of(view):
     layout = view.layout
