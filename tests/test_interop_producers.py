@@ -549,6 +549,29 @@ def test_exchange_a_null_object_raises_without_reaching_the_callback():
     assert not unraisable, unraisable[0].exc_value  # ctypes never saw the NULL
 
 
+def test_exchange_keyboard_interrupt_in_a_callback_reaches_the_caller():
+    """A KeyboardInterrupt (not an Exception) raised inside a callback is the caller's
+    exception too, with -1: escaping the callback, ctypes printed it and returned an
+    unset int."""
+    from layoutkit.interop.exchange import exchange_capsule
+
+    def interrupted(*_):
+        raise KeyboardInterrupt("interrupted")
+
+    capsule = exchange_capsule(interrupted, interrupted, interrupted)
+    table = _TABLE.from_address(_get_pointer(capsule, b"dlpack_exchange_api"))
+    tensor = ctypes.create_string_buffer(dlpack.VERSIONED.size)
+    ctypes.c_uint32.from_buffer(tensor).value = 1
+    out = DLTensor()
+    for call in (
+        lambda: _FROM_PY(table.dltensor_from_py_object_no_sync)(object(), ctypes.addressof(out)),
+        lambda: _FROM_PY(table.managed_tensor_from_py_object_no_sync)(object(), ctypes.addressof(out)),
+        lambda: _TO_PY(table.managed_tensor_to_py_object_no_sync)(ctypes.addressof(tensor), ctypes.addressof(out)),
+    ):  # fmt: skip
+        with pytest.raises(KeyboardInterrupt, match="interrupted"):
+            call()
+
+
 def test_exchange_allocator_fails_through_set_error_or_an_exception():
     """The allocator never allocates: with SetError it reports there only (dlpack.h: called
     exactly when -1 is returned), without one it raises NotImplementedError."""

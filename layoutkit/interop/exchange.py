@@ -297,7 +297,7 @@ def exchange_capsule(describe, borrowed, from_managed):
                 raise _null("managed_tensor_from_py_object_no_sync", "out")
             _POINTER.pack_into(WRITABLE_MEMORY, out, 0)
             address = dlpack.pack_managed(*describe(obj), True)
-        except Exception as exc:
+        except BaseException as exc:  # KeyboardInterrupt too: ctypes would drop it
             return _failed(raised, exc)
         _POINTER.pack_into(WRITABLE_MEMORY, out, address)
         return 0
@@ -313,7 +313,7 @@ def exchange_capsule(describe, borrowed, from_managed):
                     from_managed(address)  # the tensor is ours (dlpack.h): it dies here
                 raise _null("managed_tensor_to_py_object_no_sync", "out_py_object")
             obj = from_managed(address)
-        except Exception as exc:
+        except BaseException as exc:
             return _failed(raised, exc)
         _incref(obj)  # the new reference the caller receives
         _POINTER.pack_into(WRITABLE_MEMORY, out, id(obj))
@@ -327,7 +327,7 @@ def exchange_capsule(describe, borrowed, from_managed):
             _TENSOR.pack_into(
                 WRITABLE_MEMORY, out, ptr, *device, ndim, *dtype_triple, shape_at, strides_at, 0
             )
-        except Exception as exc:
+        except BaseException as exc:
             return _failed(raised, exc)
         return 0
 
