@@ -57,7 +57,7 @@ def check_assignment(context, target, value):
     value : numba type
         The assigned value's type.
     """
-    from ._numba_view import _check_element_type
+    from ._numba_view import _check_element_type, _unaligned_record
 
     if isinstance(value, (types.BaseTuple, types.Sequence, types.ListType)):
         raise TypingError(
@@ -86,7 +86,8 @@ def check_assignment(context, target, value):
     if _is_number(target.dtype) and _is_number(value.dtype):
         if context.can_convert(value.dtype, target.dtype) is None:
             raise TypingError(f"cannot assign a {value} to a sub-view of {target}")
-    elif target.dtype != value.dtype:
+    elif _unaligned_record(target.dtype) != _unaligned_record(value.dtype):
+        # a record's alignment is its view's, not its dtype's: the bytes are copied unaligned
         raise TypingError(
             f"cannot assign a {value} to a sub-view of {target}: elements that are not "
             "numbers (structured, datetime) are copied only between the same dtype"

@@ -116,6 +116,7 @@ from numba.np import numpy_support
 from . import _numba_checks as S
 from . import _numba_fingerprint as _fingerprint
 from ._errors import SealedClass, never_initialised
+from ._numba_assign import check_assignment, lower_assignment  # registered before any compile
 from ._numba_boxing import Objects, call_python, failed, getattr_fast, linked_class
 from ._numba_checks import inline_method, status_raiser
 from ._numba_index import lower_index, plan_for_type
@@ -1127,8 +1128,6 @@ def _type_setitem(context):
             raise TypingError(f"cannot store into {view}: the view is read-only")
         plan = plan_for_type(index, view.ndim)
         if not plan.is_element:  # a sub-view: a fill or a copy (layoutkit._numba_assign)
-            from ._numba_assign import check_assignment
-
             check_assignment(context, view.copy(ndim=plan.ndim, layout="A"), value)
             return Signature(types.none, (view, index, value), None)
         _check_element_type(view)
@@ -1164,8 +1163,6 @@ def _lower_setitem(context, builder, sig, args):
         context, builder, typ, struct, index_type, args[1], plan
     )
     if not plan.is_element:
-        from ._numba_assign import lower_assignment
-
         target_type = typ.copy(ndim=plan.ndim, layout="A")
         target = _derived_view(
             context, builder, target_type, struct, typ, builder.gep(struct.data, [shift]),

@@ -529,6 +529,49 @@ def test_exchange_failures_from_many_threads_raise_each_its_own_and_leak_nothing
     assert (sys.getrefcount(TypeError), sys.getrefcount(RuntimeError)) == before
 
 
+def test_exchange_a_null_object_raises_without_reaching_the_callback():
+    """A NULL ``py_object`` is refused by the trampoline: ctypes cannot convert it for the
+    callback, whose C result was then left unset (0 for the borrowed DLTensor, which the
+    caller read as success with ``out`` never written)."""
+    table = our_table()
+    by_address = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    unraisable = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        for name in ("dltensor_from_py_object_no_sync", "managed_tensor_from_py_object_no_sync"):
+            out = DLTensor()
+            before = bytes(out)
+            with pytest.raises(RuntimeError, match=f"^{name}: py_object cannot be NULL$"):
+                by_address(getattr(table, name))(None, ctypes.addressof(out))
+            assert bytes(out) == before  # nothing written
+    finally:
+        sys.unraisablehook = hook
+    assert not unraisable, unraisable[0].exc_value  # ctypes never saw the NULL
+
+
+def test_exchange_keyboard_interrupt_in_a_callback_reaches_the_caller():
+    """A KeyboardInterrupt (not an Exception) raised inside a callback is the caller's
+    exception too, with -1: escaping the callback, ctypes printed it and returned an
+    unset int."""
+    from layoutkit.interop.exchange import exchange_capsule
+
+    def interrupted(*_):
+        raise KeyboardInterrupt("interrupted")
+
+    capsule = exchange_capsule(interrupted, interrupted, interrupted)
+    table = _TABLE.from_address(_get_pointer(capsule, b"dlpack_exchange_api"))
+    tensor = ctypes.create_string_buffer(dlpack.VERSIONED.size)
+    ctypes.c_uint32.from_buffer(tensor).value = 1
+    out = DLTensor()
+    for call in (
+        lambda: _FROM_PY(table.dltensor_from_py_object_no_sync)(object(), ctypes.addressof(out)),
+        lambda: _FROM_PY(table.managed_tensor_from_py_object_no_sync)(object(), ctypes.addressof(out)),
+        lambda: _TO_PY(table.managed_tensor_to_py_object_no_sync)(ctypes.addressof(tensor), ctypes.addressof(out)),
+    ):  # fmt: skip
+        with pytest.raises(KeyboardInterrupt, match="interrupted"):
+            call()
+
+
 def test_exchange_allocator_fails_through_set_error_or_an_exception():
     """The allocator never allocates: with SetError it reports there only (dlpack.h: called
     exactly when -1 is returned), without one it raises NotImplementedError."""

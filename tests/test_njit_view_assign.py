@@ -213,6 +213,25 @@ def _transpose_in_place(view):
     view[...] = view.permuted((1, 0))
 
 
+def test_a_fresh_process_first_compiles_a_copy_from_a_view_or_an_array():
+    """The first compile of a process is a copy (an Ellipsis index types without compiling
+    anything else first): the copy's jitted helpers were registered only while typing it,
+    and its lowering then failed with "Cannot determine Numba type of <class 'function'>"."""
+    import subprocess
+    import sys
+
+    for value in ("V(b)", "b"):
+        code = (
+            "import numpy as np\nfrom numba import njit\nfrom layoutkit import StridedMemoryView\n"
+            "V = StridedMemoryView.from_array_interface\n"
+            "@njit\ndef put(view, index, value):\n    view[index] = value\n"
+            f"a, b = np.zeros(3), np.arange(3.0)\nput(V(a), ..., {value})\n"
+            "assert (a == b).all(), a\n"
+        )
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
+
+
 def test_overlapping_values_are_read_before_they_are_written():
     for function, numpy in [
         (_shift_right, lambda a: a.__setitem__(slice(1, None), a[:-1])),

@@ -218,6 +218,33 @@ def test_sub_view_assignment_through_unaligned_views_matches_numpy(offset):
     assert alignment <= _float_access_alignments(assign) <= {"1", "8"}
 
 
+@pytest.mark.parametrize("offset", [1, 3, 8])
+def test_records_are_assigned_between_aligned_and_unaligned_views_of_one_dtype(offset):
+    """The same structured dtype, one side aligned and the other not (or an aligned and a
+    packed record of one layout): copied as NumPy copies it, not refused as different
+    dtypes (the unaligned view's element type is an unaligned Numba record)."""
+
+    @njit
+    def assign(target, source):
+        target[1:] = source[:-1]
+
+    packed = np.dtype({"names": ["a", "b", "c"], "formats": ["u1", "f8", "i4"],
+                       "offsets": [0, 8, 16], "itemsize": 24})  # fmt: skip
+    assert packed == RECORD and not packed.isalignedstruct
+    for target, source in [
+        (np.zeros(6, RECORD), at_offset(RECORD, 6, offset)),  # aligned <- unaligned
+        (at_offset(RECORD, 6, offset), at_offset(RECORD, 6, 0)[::-1]),  # unaligned <- aligned
+        (at_offset(RECORD, 6, offset), at_offset(RECORD, 6, 0).astype(packed)),  # packed
+        (at_offset(RECORD, 6, offset), None),  # its own memory: through a temporary
+    ]:
+        source = target if source is None else source
+        expected = target.copy()
+        expected[1:] = source[:-1].copy()
+        assign(view_of(target), view_of(source))
+        for field in RECORD.names:
+            np.testing.assert_array_equal(target[field], expected[field])
+
+
 # ------------------------------------------------------------------- derived views
 
 

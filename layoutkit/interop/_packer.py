@@ -116,6 +116,12 @@ def compile_trampolines(functions):
     place for the exception to raise, and raises it there once the callback returned::
 
         int trampoline(args...) {
+            if (!object_arg) {                          /* each "o" argument */
+                PyGILState_STATE gil = PyGILState_Ensure();
+                PyErr_SetString(PyExc_RuntimeError, "NAME: py_object cannot be NULL");
+                PyGILState_Release(gil);
+                return -1;
+            }
             PyObject *raised[3] = {NULL, NULL, NULL};  /* type, value, traceback */
             int result = callback(args..., raised);
             if (raised[0]) {                            /* the callback stored an exception */
@@ -126,13 +132,19 @@ def compile_trampolines(functions):
             return result;
         }
 
+    A NULL object never reaches the callback: ctypes cannot convert it to a ``py_object``
+    argument, and then skips the callback and returns an unset C int (0 as often as not,
+    which the caller would read as success).
+
     Parameters
     ----------
-    functions : sequence of (str, int)
-        For each callback, its C arguments (``"p"`` a pointer, ``"i"`` a 32-bit int, one
-        letter each) and its address; it takes one more pointer argument, ``raised``, and
-        returns a C int. A callback that fails stores new references to the exception's
-        type, value and traceback (or NULL) at ``raised`` and returns its failure value.
+    functions : sequence of (str, str, int)
+        For each callback, the name its failures are reported under, its C arguments
+        (``"p"`` a pointer, ``"o"`` a ``PyObject *`` that must not be NULL, ``"i"`` a
+        32-bit int, one letter each) and its address; it takes one more pointer argument,
+        ``raised``, and returns a C int. A callback that fails stores new references to the
+        exception's type, value and traceback (or NULL) at ``raised`` and returns its
+        failure value.
 
     Returns
     -------
@@ -150,11 +162,23 @@ def compile_trampolines(functions):
     word = ir.IntType(64 if ctypes.sizeof(ctypes.c_void_p) == 8 else 32)
     int32 = ir.IntType(32)
     module = ir.Module(name="layoutkit_trampolines")
+    runtime_error = ctypes.c_void_p.in_dll(api, "PyExc_RuntimeError").value
     names = []
-    for number, (arguments, callback) in enumerate(functions):
-        types = [word if kind == "p" else int32 for kind in arguments]
+    for number, (name, arguments, callback) in enumerate(functions):
+        types = [int32 if kind == "i" else word for kind in arguments]
         function = ir.Function(module, ir.FunctionType(int32, types), name=f"t{number}")
         builder = ir.IRBuilder(function.append_basic_block("entry"))
+        for kind, argument in zip(arguments, function.args):
+            if kind != "o":
+                continue
+            null = builder.icmp_unsigned("==", argument, ir.Constant(word, 0))
+            with builder.if_then(null, likely=False):
+                gil = _call(builder, word, function_address(api.PyGILState_Ensure), int32)
+                message = _c_string(module, f"m{number}", f"{name}: py_object cannot be NULL")
+                _call(builder, word, function_address(api.PyErr_SetString), ir.VoidType(),
+                      ir.Constant(word, runtime_error), builder.ptrtoint(message, word))  # fmt: skip
+                _call(builder, word, function_address(api.PyGILState_Release), ir.VoidType(), gil)
+                builder.ret(ir.Constant(int32, -1))
         raised = builder.alloca(word, 3)
         for at in range(3):
             builder.store(ir.Constant(word, 0), builder.gep(raised, [ir.Constant(int32, at)]))
@@ -172,6 +196,18 @@ def compile_trampolines(functions):
         builder.ret(result)
         names.append(function.name)
     return _native(module, names)
+
+
+def _c_string(module, name, text):
+    """A constant NUL-terminated string in ``module`` (a pointer to its first byte)."""
+    from llvmlite import ir
+
+    data = bytearray(text.encode() + b"\0")
+    kind = ir.ArrayType(ir.IntType(8), len(data))
+    variable = ir.GlobalVariable(module, kind, name=name)
+    variable.initializer = ir.Constant(kind, data)
+    variable.global_constant = True
+    return variable.gep([ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 0)])
 
 
 def _call(builder, word, address, returns, *args):

@@ -259,7 +259,7 @@ def exchange_capsule(describe, borrowed, from_managed):
     """Build the ``"dlpack_exchange_api"`` capsule of a view type.
 
     Its functions follow ``dlpack.h``: 0 on success, -1 with a Python exception set on
-    failure (the caller holds the GIL): ``RuntimeError`` for a NULL output or tensor
+    failure (the caller holds the GIL): ``RuntimeError`` for a NULL object, output or tensor
     pointer, and what ``describe``, ``borrowed`` or ``from_managed`` raise.
     ``managed_tensor_allocator`` always fails: through ``SetError`` where one is given,
     else with ``NotImplementedError``.
@@ -297,7 +297,7 @@ def exchange_capsule(describe, borrowed, from_managed):
                 raise _null("managed_tensor_from_py_object_no_sync", "out")
             _POINTER.pack_into(WRITABLE_MEMORY, out, 0)
             address = dlpack.pack_managed(*describe(obj), True)
-        except Exception as exc:
+        except BaseException as exc:  # KeyboardInterrupt too: ctypes would drop it
             return _failed(raised, exc)
         _POINTER.pack_into(WRITABLE_MEMORY, out, address)
         return 0
@@ -313,7 +313,7 @@ def exchange_capsule(describe, borrowed, from_managed):
                     from_managed(address)  # the tensor is ours (dlpack.h): it dies here
                 raise _null("managed_tensor_to_py_object_no_sync", "out_py_object")
             obj = from_managed(address)
-        except Exception as exc:
+        except BaseException as exc:
             return _failed(raised, exc)
         _incref(obj)  # the new reference the caller receives
         _POINTER.pack_into(WRITABLE_MEMORY, out, id(obj))
@@ -327,7 +327,7 @@ def exchange_capsule(describe, borrowed, from_managed):
             _TENSOR.pack_into(
                 WRITABLE_MEMORY, out, ptr, *device, ndim, *dtype_triple, shape_at, strides_at, 0
             )
-        except Exception as exc:
+        except BaseException as exc:
             return _failed(raised, exc)
         return 0
 
@@ -341,10 +341,15 @@ def exchange_capsule(describe, borrowed, from_managed):
         _ALLOCATOR(allocator), _EXPORT(managed_from_py), _TO_PY(managed_to_py),
         _EXPORT(dltensor_from_py), _WORK_STREAM(work_stream),
     )  # fmt: skip
-    arguments = ("pppp", "pp", "pp", "pp", "iip")
-    addresses = compile_trampolines(
-        [(kinds, ctypes.cast(c, ctypes.c_void_p).value) for kinds, c in zip(arguments, callbacks)]
-    )
+    signatures = (
+        ("managed_tensor_allocator", "pppp"), ("managed_tensor_from_py_object_no_sync", "op"),
+        ("managed_tensor_to_py_object_no_sync", "pp"), ("dltensor_from_py_object_no_sync", "op"),
+        ("current_work_stream", "iip"),
+    )  # fmt: skip
+    addresses = compile_trampolines([
+        (name, kinds, ctypes.cast(c, ctypes.c_void_p).value)
+        for (name, kinds), c in zip(signatures, callbacks)
+    ])  # fmt: skip
     table = ctypes.create_string_buffer(_API.size)
     _API.pack_into(table, 0, *dlpack.DLPACK_VERSION, 0, *addresses)
     name = ctypes.create_string_buffer(_NAME)
