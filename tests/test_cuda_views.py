@@ -17,6 +17,7 @@ pytestmark = pytest.mark.cuda
 def device_copy_of(base):
     """A device buffer holding ``base`` (C-contiguous), and a function reading it back."""
     buffer = DeviceMemoryResource(0).allocate(max(base.nbytes, 1))
+    _driver.ensure_context()  # the allocation leaves none current; cuMemcpy needs one
     if base.nbytes:
         _driver.memcpy(buffer.ptr, base.ctypes.data, base.nbytes)
 
