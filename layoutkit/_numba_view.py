@@ -1617,7 +1617,11 @@ class BoundsCheckedView(metaclass=SealedClass):
         return map(_checked, iter(self.view))
 
     def __repr__(self):
-        return f"BoundsCheckedView({self.view!r})"
+        try:
+            view = object.__getattribute__(self, "_view")
+        except AttributeError:  # object.__new__(BoundsCheckedView): repr must not raise
+            return "BoundsCheckedView(never initialised)"
+        return f"BoundsCheckedView({view!r})"
 
 
 def _checked(value):

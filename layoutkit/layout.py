@@ -1532,6 +1532,8 @@ class StridedLayout:
             setattr(self, key, value)
 
     def __repr__(self):
+        if not hasattr(self, "_shape"):  # object.__new__(StridedLayout): repr must not raise
+            return "StridedLayout(never initialised)"
         text = f"StridedLayout(shape={self._shape}, strides={self._given_strides}, itemsize={self._itemsize}"
         if self._offset:
             text += f", _slice_offset={self._offset}"

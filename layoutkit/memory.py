@@ -602,6 +602,8 @@ class Buffer(metaclass=SealedClass):
 
     def __repr__(self):
         # cuda.core's form (its own tests match it whole), and what only layoutkit has
+        if not hasattr(self, "_closed"):  # object.__new__(Buffer): repr must not raise
+            return "<Buffer never initialised>"
         if self._closed:
             return "<Buffer ptr=0x0 size=0 closed>"
         readonly = " readonly" if self._readonly else ""

@@ -900,7 +900,9 @@ class StridedMemoryView(metaclass=SealedClass):
         return view_html(self)
 
     def __repr__(self):
-        record = self._record
+        record = getattr(self, "_record", None)
+        if record is None:  # object.__new__(StridedMemoryView): repr must not raise
+            return "StridedMemoryView(never initialised)"
         if record is _NO_RECORD:
             return "StridedMemoryView(empty)"
         layout = record.layout

@@ -119,6 +119,17 @@ def memory_resources_without_init():
 
 
 @cases.case
+def repr_of_an_uninitialised_object_never_raises():
+    """``repr`` (what debuggers, pytest and logs call first) of an object whose
+    constructor never ran says so instead of raising AttributeError or TypeError."""
+    for cls in (Buffer, StridedMemoryView, StridedLayout, BoundsCheckedView):
+        bare = object.__new__(cls)
+        for text in (repr(bare), str(bare)):
+            check("never initialised" in text and cls.__name__ in text,
+                  f"repr(object.__new__({cls.__name__})) = {text!r}")  # fmt: skip
+
+
+@cases.case
 def layout_new_needs_its_values():
     refused(StridedLayout.__new__, StridedLayout, classes=(TypeError,))
 
