@@ -323,6 +323,21 @@ def _const(value):
 _IMPORT = {"no_plain": ("obj",)}  # an array-like: np.int64(1) is one, 1 is not
 _DRIVER = (CUDAError,)  # NoDriverError here; documented for everything that needs a GPU
 
+def element_access_targets(owner, receiver):
+    """``owner.__getitem__`` and ``__setitem__`` on ``receiver()`` (a view of :func:`host_array`),
+    each index and value checked against NumPy's answer on the same array."""
+    return [
+        Target(f"{owner}.__getitem__", receiver, _method("__getitem__"),
+               {"index": _const((1, 2))}, names={"index": ("indices",)},
+               numpy_same={"index": lambda v: host_array()[v]}),
+        Target(f"{owner}.__setitem__", receiver, _method("__setitem__"),
+               {"index": _const((1, 2)), "value": _const(5.0)}, no_plain=("value",),
+               names={"index": ("indices",)},
+               numpy_same={"index": lambda v: host_array().__setitem__(v, 5.0),
+                           "value": lambda v: host_array().__setitem__((1, 2), v)}),
+    ]  # fmt: skip
+
+
 TARGETS = [
     # -------------------------------------------------------------- StridedLayout
     Target("StridedLayout", None, lambda _: StridedLayout,
@@ -406,26 +421,12 @@ TARGETS = [
            {"other": host_view, "stream": _const(None), "allocator": _const(None),
             "blocking": _const(None)}, no_plain=("other", "allocator"),
            names={"other": ("dst",)}),
-    Target("StridedMemoryView.__getitem__", host_view, _method("__getitem__"),
-           {"index": _const((1, 2))}, names={"index": ("indices",)},
-           numpy_same={"index": lambda v: host_array()[v]}),
-    Target("StridedMemoryView.__setitem__", host_view, _method("__setitem__"),
-           {"index": _const((1, 2)), "value": _const(5.0)}, no_plain=("value",),
-           names={"index": ("indices",)},
-           numpy_same={"index": lambda v: host_array().__setitem__(v, 5.0),
-                       "value": lambda v: host_array().__setitem__((1, 2), v)}),
+    *element_access_targets("StridedMemoryView", host_view),
     Target("StridedMemoryView.__dlpack__", host_view, _method("__dlpack__"),
            {"stream": _const(None), "max_version": _const(None), "dl_device": _const(None),
             "copy": _const(None)}),
     Target("BoundsCheckedView", None, lambda _: BoundsCheckedView, {"view": host_view}),
-    Target("BoundsCheckedView.__getitem__", checked_view, _method("__getitem__"),
-           {"index": _const((1, 2))}, names={"index": ("indices",)},
-           numpy_same={"index": lambda v: host_array()[v]}),
-    Target("BoundsCheckedView.__setitem__", checked_view, _method("__setitem__"),
-           {"index": _const((1, 2)), "value": _const(5.0)}, no_plain=("value",),
-           names={"index": ("indices",)},
-           numpy_same={"index": lambda v: host_array().__setitem__(v, 5.0),
-                       "value": lambda v: host_array().__setitem__((1, 2), v)}),
+    *element_access_targets("BoundsCheckedView", checked_view),
     # -------------------------------------------------------------- Buffer
     Target("Buffer", None, lambda _: Buffer, {"args": _const(())},
            baseline_may_fail=(TypeError,), names={"args": ("Buffer",)}),
