@@ -16,12 +16,17 @@ import weakref
 
 import numpy as np
 import pytest
+from helpers.hostile import Cases
 from helpers.hostile_objects import type_equal_to
 from helpers.producers import DLTensor, Producer
 
 from layoutkit import StridedLayout, StridedMemoryView
 from layoutkit._dtypes import is_ml_dtype
 from layoutkit.interop import dlpack, exchange, fastpaths
+
+# the calls that hand our exchange table NULL pointers, hostile objects or interrupts run
+# in a child process (helpers.hostile): a regression there would crash, not fail
+cases = Cases(__name__)
 
 
 @pytest.fixture(scope="module")
@@ -469,7 +474,8 @@ def test_exchange_managed_tensor_round_trip_and_deleter_once():
     assert sys.getrefcount(view) == references
 
 
-def test_exchange_failures_raise_their_exception():
+@cases.case
+def exchange_failures_raise_their_exception():
     """dlpack.h: -1 with a Python exception set. The exception is the one the view's own
     methods raise, here seen by a caller as a C consumer sees it (PyErr_Occurred)."""
     table = our_table()
@@ -498,7 +504,8 @@ def test_exchange_failures_raise_their_exception():
     assert stream(1, 0, ctypes.addressof(slot)) == 0 and slot.value is None
 
 
-def test_exchange_failures_from_many_threads_raise_each_its_own_and_leak_nothing():
+@cases.case
+def exchange_failures_from_many_threads_raise_each_its_own_and_leak_nothing():
     """Each call's exception travels on its own trampoline's stack: threads failing at once
     (the GIL switching inside the callbacks) each get their own, and none is leaked."""
     table = our_table()
@@ -529,7 +536,8 @@ def test_exchange_failures_from_many_threads_raise_each_its_own_and_leak_nothing
     assert (sys.getrefcount(TypeError), sys.getrefcount(RuntimeError)) == before
 
 
-def test_exchange_a_null_object_raises_without_reaching_the_callback():
+@cases.case
+def exchange_a_null_object_raises_without_reaching_the_callback():
     """A NULL ``py_object`` is refused by the trampoline: ctypes cannot convert it for the
     callback, whose C result was then left unset (0 for the borrowed DLTensor, which the
     caller read as success with ``out`` never written)."""
@@ -549,7 +557,8 @@ def test_exchange_a_null_object_raises_without_reaching_the_callback():
     assert not unraisable, unraisable[0].exc_value  # ctypes never saw the NULL
 
 
-def test_exchange_keyboard_interrupt_in_a_callback_reaches_the_caller():
+@cases.case
+def exchange_keyboard_interrupt_in_a_callback_reaches_the_caller():
     """A KeyboardInterrupt (not an Exception) raised inside a callback is the caller's
     exception too, with -1: escaping the callback, ctypes printed it and returned an
     unset int."""
@@ -572,7 +581,8 @@ def test_exchange_keyboard_interrupt_in_a_callback_reaches_the_caller():
             call()
 
 
-def test_exchange_allocator_fails_through_set_error_or_an_exception():
+@cases.case
+def exchange_allocator_fails_through_set_error_or_an_exception():
     """The allocator never allocates: with SetError it reports there only (dlpack.h: called
     exactly when -1 is returned), without one it raises NotImplementedError."""
     table = our_table()
@@ -591,7 +601,8 @@ def test_exchange_allocator_fails_through_set_error_or_an_exception():
         allocator(None, ctypes.addressof(slot), None, None)
 
 
-def test_exchange_null_pointers_raise_and_free_the_tensor():
+@cases.case
+def exchange_null_pointers_raise_and_free_the_tensor():
     """A NULL ``out`` raises RuntimeError naming it; the stolen tensor is freed once (and a
     NULL tensor is refused before anything is read)."""
     view = StridedMemoryView.from_dlpack(np.arange(6.0))
@@ -623,7 +634,8 @@ def test_exchange_null_pointers_raise_and_free_the_tensor():
     assert sys.getrefcount(view) == references  # the tensor's deleter ran
 
 
-def test_exchange_import_failure_raises_and_the_capsule_is_built_once():
+@cases.case
+def exchange_import_failure_raises_and_the_capsule_is_built_once():
     """A tensor the import refuses raises its BufferError through the table; the capsule is
     built on first access (its trampolines are compiled then) and is the same object after."""
     table = our_table()
@@ -783,3 +795,6 @@ def test_no_leak_over_100000_exchange_exports_and_imports():
     growth = tracemalloc.get_traced_memory()[0] - start
     tracemalloc.stop()
     assert growth < 64 * 1024, f"memory grew by {growth} bytes"
+
+
+cases.export(globals())
